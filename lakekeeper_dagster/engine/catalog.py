@@ -1,0 +1,119 @@
+"""Read Hive table and partition metadata in structured form from Spark's catalog."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.model import Column, PartitionInfo, TableInfo, quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class CatalogError(LookupError):
+    """A table, database or partition was not found, or the metastore could not be read."""
+
+
+def _type_name(type_json: dict) -> str:
+    name = type_json.get("name", "unknown")
+    if name == "decimal":
+        return f"decimal({type_json.get('precision')},{type_json.get('scale')})"
+    if name in ("array", "map", "struct"):
+        return name
+    return name
+
+
+def external_catalog(spark: SparkSession):
+    """Spark's external (Hive) catalog object, for structured partition metadata."""
+    return spark._jsparkSession.sharedState().externalCatalog()
+
+
+def list_databases(spark: SparkSession) -> list[str]:
+    return sorted(str(d) for d in _scala_seq(external_catalog(spark).listDatabases()))
+
+
+def list_tables(spark: SparkSession, database: str) -> list[str]:
+    """Names of the tables (and views) of a database, sorted."""
+    catalog = external_catalog(spark)
+    if not catalog.databaseExists(database):
+        raise CatalogError(f"database {database!r} does not exist in the metastore")
+    return sorted(str(t) for t in _scala_seq(catalog.listTables(database)))
+
+
+def table_exists(spark: SparkSession, database: str, table: str) -> bool:
+    catalog = external_catalog(spark)
+    return bool(catalog.databaseExists(database) and catalog.tableExists(database, table))
+
+
+def read_table(spark: SparkSession, database: str, table: str) -> TableInfo:
+    """Structured metadata of `database.table` from `DESCRIBE TABLE EXTENDED ... AS JSON`."""
+    if not table_exists(spark, database, table):
+        raise CatalogError(f"table {database}.{table} does not exist in the metastore")
+    sql_name = f"{quote_identifier(database)}.{quote_identifier(table)}"
+    raw = json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {sql_name} AS JSON").collect()[0][0])
+    columns = tuple(
+        Column(c["name"], _type_name(c.get("type", {})), bool(c.get("nullable", True)))
+        for c in raw["columns"]
+    )
+    schema_json = None
+    if raw.get("type") != "VIEW":
+        schema_json = str(external_catalog(spark).getTable(database, table).schema().json())
+    return TableInfo(
+        database=database,
+        name=table,
+        table_type=raw.get("type", "UNKNOWN"),
+        provider=raw.get("provider"),
+        serde=raw.get("serde_library"),
+        input_format=raw.get("input_format"),
+        output_format=raw.get("output_format"),
+        location=raw.get("location"),
+        columns=columns,
+        partition_columns=tuple(raw.get("partition_columns", [])),
+        table_properties=dict(raw.get("table_properties", {})),
+        storage_properties=dict(raw.get("storage_properties", {})),
+        num_buckets=raw.get("num_buckets"),
+        bucket_columns=tuple(raw.get("bucket_columns", [])),
+        sort_columns=tuple(raw.get("sort_columns", [])),
+        schema_json=schema_json,
+    )
+
+
+def list_partitions(spark: SparkSession, info: TableInfo) -> list[PartitionInfo]:
+    """Every partition of a partitioned table with its raw values and its own location, in name order."""
+    if not info.is_partitioned:
+        return []
+    jvm = spark._jvm
+    partitions = external_catalog(spark).listPartitions(info.database, info.name, jvm.scala.Option.empty())
+    result = []
+    for partition in _scala_seq(partitions):
+        spec_map = partition.spec()
+        spec = {}
+        for column in info.partition_columns:
+            value = spec_map.get(column)
+            spec[column] = None if value.isEmpty() else str(value.get())
+        location = str(jvm.org.apache.hadoop.fs.Path(partition.location()).toString())
+        result.append(PartitionInfo(spec=spec, location=location))
+    return sorted(result, key=lambda p: p.name)
+
+
+def find_partition(spark: SparkSession, info: TableInfo, name: str) -> PartitionInfo:
+    """The partition whose Hive name is `name`, with an error listing a few valid names otherwise."""
+    partitions = list_partitions(spark, info)
+    for partition in partitions:
+        if partition.name == name:
+            return partition
+    examples = ", ".join(p.name for p in partitions[:3]) or "none"
+    raise CatalogError(
+        f"partition {name!r} does not exist in table {info.qualified_name} "
+        f"(it has {len(partitions)} partitions, e.g. {examples})"
+    )
+
+
+def _scala_seq(seq) -> list:
+    """Python list of a Scala Seq's elements."""
+    iterator = seq.iterator()
+    items = []
+    while iterator.hasNext():
+        items.append(iterator.next())
+    return items

@@ -1,0 +1,202 @@
+"""File operations through the Hadoop FileSystem API of the Spark JVM (hdfs:// and file:// alike)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class StorageError(OSError):
+    """A filesystem operation failed or would be unsafe."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str
+    size: int
+    modification_time: int
+
+
+@dataclass(frozen=True)
+class DirStats:
+    """Data files directly under a directory (hidden `_`/`.` files excluded)."""
+
+    location: str
+    file_count: int
+    total_bytes: int
+    median_bytes: float
+
+    @property
+    def average_bytes(self) -> float:
+        return self.total_bytes / self.file_count if self.file_count else 0.0
+
+
+def is_hidden(name: str) -> bool:
+    """Hadoop/Hive convention: names starting with `_` or `.` are not data."""
+    return name.startswith(("_", "."))
+
+
+class Storage:
+    """Thin wrapper over `org.apache.hadoop.fs.FileSystem`, one instance per Spark session."""
+
+    def __init__(self, spark: SparkSession):
+        self._jvm = spark._jvm
+        self._conf = spark._jsc.hadoopConfiguration()
+
+    def _path(self, location: str):
+        return self._jvm.org.apache.hadoop.fs.Path(location)
+
+    def _fs(self, location: str):
+        return self._path(location).getFileSystem(self._conf)
+
+    def qualify(self, location: str) -> str:
+        """Fully qualified form of a location (scheme and authority filled in)."""
+        path = self._path(location)
+        return str(path.getFileSystem(self._conf).makeQualified(path).toString())
+
+    def exists(self, location: str) -> bool:
+        return bool(self._fs(location).exists(self._path(location)))
+
+    def is_dir(self, location: str) -> bool:
+        return bool(self._fs(location).isDirectory(self._path(location)))
+
+    def list_data_files(self, location: str) -> list[DataFile]:
+        """Data files directly under `location` with size and mtime; one listing call for the directory."""
+        fs = self._fs(location)
+        path = self._path(location)
+        if not fs.exists(path):
+            raise StorageError(f"location {location} does not exist")
+        files = []
+        for status in fs.listStatus(path):
+            if not status.isFile():
+                continue
+            file_path = status.getPath()
+            if is_hidden(str(file_path.getName())):
+                continue
+            files.append(
+                DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime()))
+            )
+        return sorted(files, key=lambda f: f.path)
+
+    def list_dirs(self, location: str) -> list[str]:
+        """Subdirectories directly under `location`."""
+        fs = self._fs(location)
+        path = self._path(location)
+        if not fs.exists(path):
+            return []
+        return sorted(str(s.getPath().toString()) for s in fs.listStatus(path) if s.isDirectory())
+
+    def dir_stats(self, location: str) -> DirStats:
+        """File count, bytes and median file size of the data files directly under `location`."""
+        files = self.list_data_files(location)
+        sizes = [f.size for f in files]
+        return DirStats(
+            location=location,
+            file_count=len(sizes),
+            total_bytes=sum(sizes),
+            median_bytes=float(statistics.median(sizes)) if sizes else 0.0,
+        )
+
+    def mkdirs(self, location: str) -> None:
+        if not self._fs(location).mkdirs(self._path(location)):
+            raise StorageError(f"could not create directory {location}")
+
+    def delete(self, location: str, recursive: bool = True) -> bool:
+        """Delete a file or directory; False when it did not exist."""
+        fs = self._fs(location)
+        path = self._path(location)
+        if not fs.exists(path):
+            return False
+        if not fs.delete(path, recursive):
+            raise StorageError(f"could not delete {location}")
+        return True
+
+    def rename_strict(self, source: str, target: str) -> None:
+        """Rename `source` to exactly `target`; fail rather than nest when `target` already exists.
+
+        HDFS moves a directory *into* an existing target directory; that would corrupt a swap.
+        """
+        fs = self._fs(source)
+        src, dst = self._path(source), self._path(target)
+        if not fs.exists(src):
+            raise StorageError(f"cannot rename {source}: it does not exist")
+        if fs.exists(dst):
+            raise StorageError(f"refusing to rename {source} onto {target}: the target already exists")
+        parent = dst.getParent()
+        if parent is not None and not fs.exists(parent):
+            fs.mkdirs(parent)
+        if not fs.rename(src, dst):
+            raise StorageError(f"rename of {source} to {target} failed")
+
+    def read_text(self, location: str) -> str:
+        fs = self._fs(location)
+        stream = fs.open(self._path(location))
+        try:
+            reader = self._jvm.java.io.BufferedReader(
+                self._jvm.java.io.InputStreamReader(stream, self._jvm.java.nio.charset.StandardCharsets.UTF_8)
+            )
+            lines = []
+            line = reader.readLine()
+            while line is not None:
+                lines.append(str(line))
+                line = reader.readLine()
+            return "\n".join(lines)
+        finally:
+            stream.close()
+
+    def write_text(self, location: str, text: str, overwrite: bool = True) -> None:
+        """Write a small text file durably (hflush/hsync before close where the filesystem supports it)."""
+        fs = self._fs(location)
+        stream = fs.create(self._path(location), overwrite)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+            stream.hsync()
+        finally:
+            stream.close()
+
+    def create_exclusive(self, location: str, text: str) -> bool:
+        """Create a file only if it does not exist (atomic on HDFS); False when it already existed."""
+        fs = self._fs(location)
+        path = self._path(location)
+        try:
+            stream = fs.create(path, False)
+        except Exception as error:  # py4j wraps FileAlreadyExistsException
+            if fs.exists(path):
+                return False
+            raise StorageError(f"could not create {location}: {error}") from None
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+            stream.hsync()
+        finally:
+            stream.close()
+        return True
+
+    def modification_time(self, location: str) -> int:
+        return int(self._fs(location).getFileStatus(self._path(location)).getModificationTime())
+
+    def permission(self, location: str) -> str:
+        """Octal permission string of a file or directory (e.g. `755`)."""
+        status = self._fs(location).getFileStatus(self._path(location))
+        return str(status.getPermission().toOctal())
+
+    def copy_permission(self, source: str, target: str) -> None:
+        """Give `target` the permission (and ACL entries where supported) of `source`."""
+        fs = self._fs(source)
+        src, dst = self._path(source), self._path(target)
+        fs.setPermission(dst, fs.getFileStatus(src).getPermission())
+        try:
+            entries = fs.getAclStatus(src).getEntries()
+        except Exception:  # filesystems without ACL support raise UnsupportedOperationException
+            return
+        if entries.size() > 0:
+            fs.setAcl(dst, entries)
+
+    def move_to_trash(self, location: str) -> bool:
+        """Move to the filesystem's Trash when one is configured; False when there is none."""
+        trash = self._jvm.org.apache.hadoop.fs.Trash
+        fs = self._fs(location)
+        return bool(trash.moveToAppropriateTrash(fs, self._path(location), self._conf))

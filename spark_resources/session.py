@@ -1,0 +1,59 @@
+"""Spark sessions pointed at a Hive Metastore, configured from the `spark_submit` settings."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+from spark_resources.settings import SparkSubmitSettings, render_spark_conf
+
+# Settings that keep a local-mode driver light; a cluster config overrides them through extra_conf.
+LOCAL_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "2g",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+}
+
+
+def hive_spark_conf(
+    settings: SparkSubmitSettings,
+    metastore_uri: str,
+    warehouse_dir: str | None = None,
+    app_name: str = "lakekeeper-dagster",
+) -> dict[str, str]:
+    """Full Spark conf for a session with Hive support that talks to `metastore_uri`."""
+    conf: dict[str, str] = {}
+    if settings.effective_master().startswith("local"):
+        conf.update(LOCAL_DEFAULTS)
+    conf.update(
+        {
+            "spark.app.name": app_name,
+            "spark.sql.catalogImplementation": "hive",
+            "spark.hadoop.hive.metastore.uris": metastore_uri,
+        }
+    )
+    if warehouse_dir:
+        conf["spark.sql.warehouse.dir"] = warehouse_dir
+    conf.update(render_spark_conf(settings))
+    return conf
+
+
+def start_spark_session(conf: dict[str, str]) -> SparkSession:
+    """Create (or return the running) Spark session with these settings and Hive support."""
+    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("LAKEKEEPER_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
