@@ -84,9 +84,7 @@ def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     spark = open_spark(config)
     pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
     if not pairs:
-        raise ConfigError(
-            "no tables to analyze: pass --database/--table/--tables or set `tables:` in the config"
-        )
+        raise ConfigError("no tables to analyze: pass --database/--table/--tables or set `tables:` in the config")
     plans = analyze_tables(spark, pairs, thresholds_from(config))
     if args.json:
         print(json.dumps([p.to_dict() for p in plans], indent=2))
@@ -106,9 +104,7 @@ def cmd_demo(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakekeeper-dagster", description=__doc__)
-    parser.add_argument(
-        "--config-file", help="YAML config (default: $LAKEKEEPER_CONFIG or ./lakekeeper.yaml)"
-    )
+    parser.add_argument("--config-file", help="YAML config (default: $LAKEKEEPER_CONFIG or ./lakekeeper.yaml)")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -25,9 +25,7 @@ class AnalyzeConfig(dg.Config):
 
 def build_analyze_job(config: LakekeeperConfig) -> dg.JobDefinition:
     @dg.op(name="analyze_tables")
-    def analyze_op(
-        context: dg.OpExecutionContext, op_config: AnalyzeConfig, spark: HiveSparkResource
-    ) -> None:
+    def analyze_op(context: dg.OpExecutionContext, op_config: AnalyzeConfig, spark: HiveSparkResource) -> None:
         """Log the dry-run report for the selected (or managed) tables."""
         session = spark.spark_session
         pairs = resolve_tables(session, config, op_config.database, op_config.tables or None)

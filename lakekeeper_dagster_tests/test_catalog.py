@@ -50,9 +50,7 @@ def test_partitions_with_escaped_values_and_custom_location(spark, database, dat
     # The name round-trips through partition_clause: reading via the raw value finds the row.
     for i, value in enumerate(AWKWARD_VALUES):
         part = find_partition(spark, info, partition_name({"k": value}))
-        rows = spark.sql(
-            f"SELECT id FROM {database}.p WHERE k = '{value.replace(chr(39), chr(92) + chr(39))}'"
-        )
+        rows = spark.sql(f"SELECT id FROM {database}.p WHERE k = '{value.replace(chr(39), chr(92) + chr(39))}'")
         assert [r.id for r in rows.collect()] == [i]
         assert part.spec == {"k": value}
 
@@ -72,12 +70,9 @@ def test_skip_reasons(spark, database, data_dir):
         f"CREATE EXTERNAL TABLE {database}.ice (id INT) STORED AS PARQUET LOCATION '{data_dir.as_uri()}/i' "
         "TBLPROPERTIES ('metadata_location'='/x/00001.metadata.json')"
     )
-    spark.sql(
-        f"CREATE EXTERNAL TABLE {database}.seq (id INT) STORED AS SEQUENCEFILE LOCATION '{data_dir.as_uri()}/s'"
-    )
+    spark.sql(f"CREATE EXTERNAL TABLE {database}.seq (id INT) STORED AS SEQUENCEFILE LOCATION '{data_dir.as_uri()}/s'")
     reasons = {
-        t: read_table(spark, database, t).skip_reason()
-        for t in ("managed", "vw", "bucketed", "acid", "ice", "seq")
+        t: read_table(spark, database, t).skip_reason() for t in ("managed", "vw", "bucketed", "acid", "ice", "seq")
     }
     assert reasons["managed"].startswith("managed table")
     assert reasons["vw"].startswith("view")

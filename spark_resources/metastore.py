@@ -92,9 +92,7 @@ def list_databases(host: str, port: int, timeout: float = 10.0) -> list[str]:
     Speaks the plain binary protocol the unsecured server uses; proves the server answers, not only that
     its port is open.
     """
-    message = (
-        struct.pack(">I", 0x80010001) + _thrift_string("get_all_databases") + struct.pack(">i", 1) + b"\x00"
-    )
+    message = struct.pack(">I", 0x80010001) + _thrift_string("get_all_databases") + struct.pack(">i", 1) + b"\x00"
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(message)
         (version,) = struct.unpack(">I", _read_exact(sock, 4))
@@ -116,15 +114,12 @@ def list_databases(host: str, port: int, timeout: float = 10.0) -> list[str]:
                     (n,) = struct.unpack(">i", _read_exact(sock, 4))
                     databases.append(_read_exact(sock, n).decode())
             else:
-                raise MetastoreError(
-                    f"the metastore at {host}:{port} answered get_all_databases with an error"
-                )
+                raise MetastoreError(f"the metastore at {host}:{port} answered get_all_databases with an error")
 
 
 def _site_xml(properties: dict[str, str]) -> str:
     rows = "".join(
-        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-        for k, v in properties.items()
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in properties.items()
     )
     return f'<?xml version="1.0"?>\n<configuration>\n{rows}</configuration>\n'
 

@@ -68,15 +68,11 @@ def analyze_table_info(spark: SparkSession, info: TableInfo, thresholds: Thresho
                 )
             log.warning("partition %s of %s: location %s does not exist", name, info.qualified_name, location)
             continue
-        units.append(
-            plan_unit(name, location, stats.file_count, stats.total_bytes, stats.median_bytes, thresholds)
-        )
+        units.append(plan_unit(name, location, stats.file_count, stats.total_bytes, stats.median_bytes, thresholds))
     return plan_table(info.database, info.name, info.file_format, units)
 
 
-def analyze_tables(
-    spark: SparkSession, pairs: list[tuple[str, str]], thresholds: Thresholds
-) -> list[TablePlan]:
+def analyze_tables(spark: SparkSession, pairs: list[tuple[str, str]], thresholds: Thresholds) -> list[TablePlan]:
     """Plan every table; a table that cannot be read is reported as skipped and the others go on."""
     plans = []
     for database, table in pairs:

@@ -53,8 +53,7 @@ def read_table(spark: SparkSession, database: str, table: str) -> TableInfo:
     sql_name = f"{quote_identifier(database)}.{quote_identifier(table)}"
     raw = json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {sql_name} AS JSON").collect()[0][0])
     columns = tuple(
-        Column(c["name"], _type_name(c.get("type", {})), bool(c.get("nullable", True)))
-        for c in raw["columns"]
+        Column(c["name"], _type_name(c.get("type", {})), bool(c.get("nullable", True))) for c in raw["columns"]
     )
     schema_json = None
     if raw.get("type") != "VIEW":

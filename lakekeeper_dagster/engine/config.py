@@ -95,9 +95,7 @@ class LakekeeperConfig(_Strict):
 
     def spark_conf(self, app_name: str = "lakekeeper-dagster") -> dict[str, str]:
         """Spark conf for a Hive-enabled session against the configured metastore."""
-        return hive_spark_conf(
-            self.spark_submit, self.metastore.uri, self.metastore.resolved_warehouse_dir(), app_name
-        )
+        return hive_spark_conf(self.spark_submit, self.metastore.uri, self.metastore.resolved_warehouse_dir(), app_name)
 
     def sort_columns_for(self, database: str, table: str) -> list[str]:
         return self.sort_columns.get(f"{database}.{table}", [])
@@ -108,9 +106,7 @@ def _format_errors(error: ValidationError, source: str) -> str:
     for item in error.errors():
         key = ".".join(str(p) for p in item["loc"]) or "(top level)"
         if item["type"] == "extra_forbidden":
-            lines.append(
-                f"  {key}: unknown key (check the spelling; see `lakekeeper-dagster generate-config`)"
-            )
+            lines.append(f"  {key}: unknown key (check the spelling; see `lakekeeper-dagster generate-config`)")
         else:
             lines.append(f"  {key}: {item['msg']} (got {item.get('input')!r})")
     return f"invalid configuration in {source}:\n" + "\n".join(lines)

@@ -64,15 +64,11 @@ def create_demo_table(spark: SparkSession, database: str, demo: DemoTable, locat
     rows_per_partition = demo.rows // len(demo.partitions)
     for index, spec in enumerate(demo.partitions):
         target = f"{location}/{partition_name(spec)}" if spec else location
-        write_small_files(
-            spark, target, rows_per_partition, demo.files_per_partition, index * rows_per_partition
-        )
+        write_small_files(spark, target, rows_per_partition, demo.files_per_partition, index * rows_per_partition)
     partitioned = ""
     if demo.partition_columns:
         partitioned = (
-            "PARTITIONED BY ("
-            + ", ".join(f"{quote_identifier(c)} STRING" for c in demo.partition_columns)
-            + ")"
+            "PARTITIONED BY (" + ", ".join(f"{quote_identifier(c)} STRING" for c in demo.partition_columns) + ")"
         )
     spark.sql(
         f"CREATE EXTERNAL TABLE {qualified} ({DATA_COLUMNS}) {partitioned} STORED AS PARQUET "

@@ -77,9 +77,7 @@ class Storage:
             file_path = status.getPath()
             if is_hidden(str(file_path.getName())):
                 continue
-            files.append(
-                DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime()))
-            )
+            files.append(DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime())))
         return sorted(files, key=lambda f: f.path)
 
     def list_dirs(self, location: str) -> list[str]:

@@ -1,0 +1,110 @@
+"""The local Hive Metastore thrift server: start, stop, restart, shared by two Spark processes, clear failures."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spark_resources.metastore import MetastoreError, MetastoreServer, free_port, list_databases
+
+REPO = Path(__file__).resolve().parents[1]
+
+SPARK_CLIENT = textwrap.dedent(
+    """
+    import sys
+    from spark_resources.session import hive_spark_conf, start_spark_session
+    from spark_resources.settings import SparkSubmitSettings
+    uri, warehouse, name, peer = sys.argv[1:5]
+    conf = hive_spark_conf(SparkSubmitSettings(master="local[1]"), uri, warehouse, app_name=name)
+    spark = start_spark_session(conf)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name}.t USING parquet AS SELECT id FROM range(5)")
+    import time
+    for _ in range(120):
+        if spark._jsparkSession.sharedState().externalCatalog().databaseExists(peer):
+            break
+        time.sleep(0.5)
+    print("sum", spark.table(f"{name}.t").selectExpr("sum(id)").first()[0], "peer", peer in
+          [d.name for d in spark.catalog.listDatabases()])
+    spark.stop()
+    """
+)
+
+
+@pytest.fixture
+def server(tmp_path) -> MetastoreServer:
+    srv = MetastoreServer(home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{free_port()}")
+    yield srv
+    srv.stop()
+
+
+def test_start_status_stop_restart_keeps_data(server):
+    assert "stopped" in server.status()
+    server.start()
+    assert server.is_running()
+    assert "running at" in server.status() and server.uri in server.status()
+    assert "default" in list_databases(server.host, server.port)
+    server.start()  # a second start is a no-op on the running server
+    assert server.stop() is True
+    assert not server.is_running() and not server.pid_file.exists()
+    assert server.stop() is False
+    server.start()
+    assert "default" in list_databases(server.host, server.port)
+
+
+def test_two_spark_processes_share_it(server, tmp_path):
+    server.start()
+    warehouse = (tmp_path / "wh").as_uri()
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SPARK_CLIENT, server.uri, warehouse, name, peer],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        for name, peer in (("proc_a", "proc_b"), ("proc_b", "proc_a"))
+    ]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err[-2000:]
+        assert "sum 10 peer True" in out
+    assert {"proc_a", "proc_b"} <= set(list_databases(server.host, server.port))
+
+
+def test_port_taken_by_another_process_is_refused(tmp_path):
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        srv = MetastoreServer(home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{port}")
+        with pytest.raises(MetastoreError, match=f"port {port} .* already in use by another process"):
+            srv.start()
+    assert not srv.pid_file.exists()
+
+
+def test_missing_java_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    srv = MetastoreServer(home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{free_port()}")
+    with pytest.raises(MetastoreError, match="Java was not found"):
+        srv.start()
+
+
+def test_server_dying_at_start_reports_its_log(tmp_path):
+    srv = MetastoreServer(home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{free_port()}", java_options=["-Xmx1k"])
+    with pytest.raises(MetastoreError, match="exited with code"):
+        srv.start(timeout=60)
+    assert not srv.is_running()
+
+
+def test_bad_uri_is_rejected(tmp_path):
+    with pytest.raises(MetastoreError, match="thrift://HOST:PORT"):
+        MetastoreServer(home=tmp_path, uri="http://localhost:9083")
