@@ -12,11 +12,12 @@ from lakekeeper_dagster.engine.analyze import analyze_tables, resolve_tables, th
 from lakekeeper_dagster.engine.catalog import CatalogError
 from lakekeeper_dagster.engine.config import ConfigError, LakekeeperConfig, load_config, with_overrides
 from lakekeeper_dagster.engine.config_template import CONFIG_TEMPLATE
+from lakekeeper_dagster.engine.errors import CompactionError
 from lakekeeper_dagster.engine.planning import render_report
 from lakekeeper_dagster.engine.storage import StorageError
 from spark_resources.metastore import MetastoreError, MetastoreServer, parse_thrift_uri, port_is_open
 
-USER_ERRORS = (ConfigError, CatalogError, MetastoreError, StorageError)
+USER_ERRORS = (ConfigError, CatalogError, MetastoreError, StorageError, CompactionError)
 
 
 def metastore_server(config: LakekeeperConfig) -> MetastoreServer:
@@ -93,6 +94,121 @@ def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     return 0
 
 
+def options_from(config: LakekeeperConfig, table: str, sort_columns: str | None, force: bool):
+    """Compaction options for one table: flags first, then the config's per-table sort columns."""
+    from lakekeeper_dagster.engine.compaction import CompactionOptions
+
+    database, name = table.split(".", 1)
+    sort = [c.strip() for c in sort_columns.split(",") if c.strip()] if sort_columns else None
+    return CompactionOptions(
+        thresholds=thresholds_from(config),
+        sort_columns=tuple(sort if sort is not None else config.sort_columns_for(database, name)),
+        analyze_stats=config.analyze_after_compaction,
+        force=force,
+        backup_prefix=config.backup_prefix,
+        owner="cli",
+    )
+
+
+def render_results(results) -> str:
+    """One line per unit: status, files and bytes before/after, rows, checksum, seconds, backup."""
+    from lakekeeper_dagster.engine.planning import human_bytes
+
+    lines = []
+    for r in results:
+        label = f"{r.database}.{r.table} {r.partition or '(whole table)'}"
+        if r.status != "compacted":
+            lines.append(f"{label}: {r.status.upper()}: {r.reason}")
+            continue
+        lines.append(
+            f"{label}: COMPACTED files {r.files_before} -> {r.files_after}, "
+            f"{human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}, rows {r.rows_before} -> {r.rows_after}, "
+            f"checksum {'ok' if r.checksum_matches else 'MISMATCH'}, {r.seconds:.1f}s, backup {r.backup_table}"
+            + (f", {r.carried_files} late file(s) carried over" if r.carried_files else "")
+        )
+    return "\n".join(lines)
+
+
+def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    from lakekeeper_dagster.engine.compaction import compact_table
+
+    if args.partition and not args.table:
+        raise ConfigError("--partition goes with --table DB.TABLE")
+    if args.sort_columns and not args.table:
+        raise ConfigError("--sort-columns goes with a single --table (use sort_columns in the config for several)")
+    spark = open_spark(config)
+    pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
+    if not pairs:
+        raise ConfigError("no tables to compact: pass --database/--table/--tables or set `tables:` in the config")
+    if config.dry_run:
+        print(render_report(analyze_tables(spark, pairs, thresholds_from(config))))
+        print("dry run: nothing was changed")
+        return 0
+    failed = False
+    for database, table in pairs:
+        name = f"{database}.{table}"
+        try:
+            results = compact_table(
+                spark,
+                database,
+                table,
+                options_from(config, name, args.sort_columns, args.force),
+                [args.partition] if args.partition else None,
+            )
+        except USER_ERRORS as error:
+            print(f"{name}: REFUSED: {error}", flush=True)
+            failed = True
+            continue
+        print(render_results(results) or f"{name}: nothing to compact", flush=True)
+        failed |= any(r.status == "failed" for r in results)
+    return 1 if failed else 0
+
+
+def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    from lakekeeper_dagster.engine.analyze import split_table_name
+    from lakekeeper_dagster.engine.rollback import rollback_table
+
+    database, table = split_table_name(args.table)
+    spark = open_spark(config)
+    for line in rollback_table(spark, database, table, args.partition, args.backup, owner="cli"):
+        print(line)
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    from lakekeeper_dagster.engine.cleanup import cleanup_backups, parse_duration
+
+    older = parse_duration(args.older_than) if args.older_than else None
+    spark = open_spark(config)
+    if not args.dry_run:
+        print(
+            "cleanup is irreversible: the original files of these backups are removed and rollback is no longer "
+            "possible for them" + ("" if args.skip_trash else " (moved to the Trash where the filesystem has one)")
+        )
+    lines = cleanup_backups(
+        spark,
+        database=args.database,
+        table=args.table,
+        older_than_seconds=older,
+        skip_trash=args.skip_trash,
+        dry_run=config.dry_run,
+        owner="cli",
+    )
+    print("\n".join(lines) or "no backups matched")
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    from lakekeeper_dagster.engine.recovery import recover
+
+    spark = open_spark(config)
+    pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
+    if not pairs:
+        raise ConfigError("no tables to recover: pass --database/--table or set `tables:` in the config")
+    print("\n".join(recover(spark, pairs, owner="cli")) or "nothing to recover")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     from lakekeeper_dagster.engine.demo import create_demo_tables
 
@@ -123,6 +239,37 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--json", action="store_true", help="machine-readable output")
     analyze.set_defaults(func=cmd_analyze)
 
+    compact = sub.add_parser("compact", help="compact the partitions that need it, safely")
+    _table_args(compact)
+    _threshold_args(compact)
+    compact.add_argument("--partition", help="one Hive partition name, e.g. date=2024-01-01/ref=FR (with --table)")
+    compact.add_argument("--sort-columns", help="a,b: sort before writing (single table)")
+    compact.add_argument("--force", action="store_true", help="rewrite partitions even above the size threshold")
+    compact.add_argument("--dry-run", dest="dry_run", action="store_const", const=True, help="report only")
+    compact.add_argument("--no-dry-run", dest="dry_run", action="store_const", const=False)
+    compact.add_argument("--analyze-stats", dest="analyze_after_compaction", action="store_const", const=True)
+    compact.add_argument("--no-analyze-stats", dest="analyze_after_compaction", action="store_const", const=False)
+    compact.set_defaults(func=cmd_compact)
+
+    rollback = sub.add_parser("rollback", help="restore the pre-compaction files from a backup")
+    rollback.add_argument("--table", required=True, help="DB.TABLE")
+    rollback.add_argument("--partition", help="only this Hive partition")
+    rollback.add_argument("--backup", help="this backup table (default: the most recent)")
+    rollback.set_defaults(func=cmd_rollback)
+
+    cleanup = sub.add_parser("cleanup", help="delete the data of old backups and drop them (irreversible)")
+    group = cleanup.add_mutually_exclusive_group(required=True)
+    group.add_argument("--table", help="backups of DB.TABLE")
+    group.add_argument("--database", help="every backup in this database")
+    cleanup.add_argument("--older-than", help="only backups older than this (7d, 12h, 30m)")
+    cleanup.add_argument("--skip-trash", action="store_true", help="delete at once instead of moving to the Trash")
+    cleanup.add_argument("--dry-run", dest="dry_run", action="store_const", const=True, help="list, remove nothing")
+    cleanup.set_defaults(func=cmd_cleanup)
+
+    recover = sub.add_parser("recover", help="finish or undo runs a crash interrupted, from their journals")
+    _table_args(recover)
+    recover.set_defaults(func=cmd_recover)
+
     demo = sub.add_parser("demo", help="demo tables of the Lakekeeper runbook")
     demo.add_argument("action", choices=["create"])
     demo.add_argument("--database", default="lakekeeper_demo")
@@ -135,7 +282,14 @@ def config_from_args(args: argparse.Namespace) -> LakekeeperConfig:
     config = load_config(args.config_file)
     overrides = {
         key: getattr(args, key, None)
-        for key in ("block_size_mb", "compaction_ratio_threshold", "size_statistic", "log_level", "dry_run")
+        for key in (
+            "block_size_mb",
+            "compaction_ratio_threshold",
+            "size_statistic",
+            "log_level",
+            "dry_run",
+            "analyze_after_compaction",
+        )
     }
     return with_overrides(config, **overrides)
 

@@ -30,7 +30,7 @@ def external_catalog(spark: SparkSession):
 
 
 def list_databases(spark: SparkSession) -> list[str]:
-    return sorted(str(d) for d in _scala_seq(external_catalog(spark).listDatabases()))
+    return sorted(str(d) for d in scala_seq(external_catalog(spark).listDatabases()))
 
 
 def list_tables(spark: SparkSession, database: str) -> list[str]:
@@ -38,7 +38,7 @@ def list_tables(spark: SparkSession, database: str) -> list[str]:
     catalog = external_catalog(spark)
     if not catalog.databaseExists(database):
         raise CatalogError(f"database {database!r} does not exist in the metastore")
-    return sorted(str(t) for t in _scala_seq(catalog.listTables(database)))
+    return sorted(str(t) for t in scala_seq(catalog.listTables(database)))
 
 
 def table_exists(spark: SparkSession, database: str, table: str) -> bool:
@@ -85,7 +85,7 @@ def list_partitions(spark: SparkSession, info: TableInfo) -> list[PartitionInfo]
     jvm = spark._jvm
     partitions = external_catalog(spark).listPartitions(info.database, info.name, jvm.scala.Option.empty())
     result = []
-    for partition in _scala_seq(partitions):
+    for partition in scala_seq(partitions):
         spec_map = partition.spec()
         spec = {}
         for column in info.partition_columns:
@@ -109,7 +109,7 @@ def find_partition(spark: SparkSession, info: TableInfo, name: str) -> Partition
     )
 
 
-def _scala_seq(seq) -> list:
+def scala_seq(seq) -> list:
     """Python list of a Scala Seq's elements."""
     iterator = seq.iterator()
     items = []

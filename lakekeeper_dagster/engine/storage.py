@@ -20,6 +20,10 @@ class DataFile:
     size: int
     modification_time: int
 
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
 
 @dataclass(frozen=True)
 class DirStats:
@@ -34,10 +38,27 @@ class DirStats:
     def average_bytes(self) -> float:
         return self.total_bytes / self.file_count if self.file_count else 0.0
 
+    @classmethod
+    def of(cls, location: str, files: list[DataFile]) -> DirStats:
+        sizes = [f.size for f in files]
+        return cls(location, len(sizes), sum(sizes), float(statistics.median(sizes)) if sizes else 0.0)
+
 
 def is_hidden(name: str) -> bool:
     """Hadoop/Hive convention: names starting with `_` or `.` are not data."""
     return name.startswith(("_", "."))
+
+
+def split_location(location: str) -> tuple[str, str]:
+    """(parent, last name) of a location: `file:/w/t/date=1` -> (`file:/w/t`, `date=1`)."""
+    parent, _, name = location.rstrip("/").rpartition("/")
+    if not name or not parent:
+        raise StorageError(f"location {location} has no parent directory")
+    return parent, name
+
+
+def child(location: str, name: str) -> str:
+    return f"{location.rstrip('/')}/{name}"
 
 
 class Storage:
@@ -80,24 +101,26 @@ class Storage:
             files.append(DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime())))
         return sorted(files, key=lambda f: f.path)
 
-    def list_dirs(self, location: str) -> list[str]:
-        """Subdirectories directly under `location`."""
+    def dir_stats(self, location: str) -> DirStats:
+        """File count, bytes and median file size of the data files directly under `location`."""
+        return DirStats.of(location, self.list_data_files(location))
+
+    def list_names(self, location: str, directories: bool) -> list[str]:
+        """Names of the subdirectories (or files) directly under `location`; empty when it does not exist."""
         fs = self._fs(location)
         path = self._path(location)
         if not fs.exists(path):
             return []
-        return sorted(str(s.getPath().toString()) for s in fs.listStatus(path) if s.isDirectory())
+        return sorted(str(s.getPath().getName()) for s in fs.listStatus(path) if bool(s.isDirectory()) == directories)
 
-    def dir_stats(self, location: str) -> DirStats:
-        """File count, bytes and median file size of the data files directly under `location`."""
-        files = self.list_data_files(location)
-        sizes = [f.size for f in files]
-        return DirStats(
-            location=location,
-            file_count=len(sizes),
-            total_bytes=sum(sizes),
-            median_bytes=float(statistics.median(sizes)) if sizes else 0.0,
-        )
+    def rename_file(self, source: str, target: str) -> None:
+        """Move one file to `target`, refusing to overwrite anything there."""
+        fs = self._fs(source)
+        src, dst = self._path(source), self._path(target)
+        if fs.exists(dst):
+            raise StorageError(f"refusing to move {source} onto {target}: the target already exists")
+        if not fs.rename(src, dst):
+            raise StorageError(f"move of {source} to {target} failed")
 
     def mkdirs(self, location: str) -> None:
         if not self._fs(location).mkdirs(self._path(location)):

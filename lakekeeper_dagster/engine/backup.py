@@ -1,0 +1,119 @@
+"""Zero-copy backup tables: Hive external tables over the original files, found by their properties."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.catalog import external_catalog, list_tables, scala_seq
+from lakekeeper_dagster.engine.model import TableInfo, partition_clause, quote_identifier, sql_string
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SOURCE = "lakekeeper.backup.source"
+RUN_ID = "lakekeeper.backup.run_id"
+CREATED_AT = "lakekeeper.backup.created_at"
+JOURNAL = "lakekeeper.backup.journal"
+
+
+@dataclass(frozen=True)
+class Backup:
+    database: str
+    name: str
+    source: str
+    run_id: str
+    created_at: float
+    journal: str
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    @property
+    def sql_name(self) -> str:
+        return table_sql(self.database, self.name)
+
+    def age_seconds(self, now: float | None = None) -> float:
+        return (now or time.time()) - self.created_at
+
+
+def table_sql(database: str, name: str) -> str:
+    return f"{quote_identifier(database)}.{quote_identifier(name)}"
+
+
+def backup_name(prefix: str, table: str, run_id: str) -> str:
+    """`__bkp_events_20240301t020000_ab12cd`: readable, unique per run (never used to find backups)."""
+    return f"{prefix}_{table}_{re.sub(r'[^0-9a-z]', '_', run_id.lower())}"
+
+
+def create_backup(spark: SparkSession, info: TableInfo, name: str, run_id: str, journal: str) -> None:
+    """An external table like `info`, over the table's location, that never purges data when dropped."""
+    properties = {
+        SOURCE: info.qualified_name,
+        RUN_ID: run_id,
+        CREATED_AT: f"{time.time():.3f}",
+        JOURNAL: journal,
+        "external.table.purge": "false",
+    }
+    codec_key = {"parquet": "parquet.compression", "orc": "orc.compress"}.get(info.file_format)
+    if codec_key and info.codec_property:
+        properties[codec_key] = info.codec_property
+    props = ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items())
+    target = table_sql(info.database, name)
+    spark.sql(
+        f"CREATE TABLE {target} LIKE {info.sql_name} TBLPROPERTIES ({props}) LOCATION {sql_string(info.location)}"
+    )
+
+
+def add_partition(spark: SparkSession, backup_sql_name: str, spec: dict, location: str) -> None:
+    spark.sql(
+        f"ALTER TABLE {backup_sql_name} ADD IF NOT EXISTS {partition_clause(spec)} LOCATION {sql_string(location)}"
+    )
+
+
+def set_location(spark: SparkSession, backup_sql_name: str, spec: dict | None, location: str) -> None:
+    """Point the backup (or one of its partitions) at `location`."""
+    clause = f" {partition_clause(spec)}" if spec else ""
+    spark.sql(f"ALTER TABLE {backup_sql_name}{clause} SET LOCATION {sql_string(location)}")
+
+
+def drop_partition(spark: SparkSession, backup_sql_name: str, spec: dict) -> None:
+    spark.sql(f"ALTER TABLE {backup_sql_name} DROP IF EXISTS {partition_clause(spec)}")
+
+
+def drop_backup(spark: SparkSession, database: str, name: str) -> None:
+    """Drop a backup table; its data stays (external, purge off)."""
+    spark.sql(f"DROP TABLE IF EXISTS {table_sql(database, name)}")
+
+
+def find_backups(spark: SparkSession, database: str, source: str | None = None) -> list[Backup]:
+    """Backups in `database` (of `source` = `db.table` only, when given), newest first, by their properties."""
+    names = list_tables(spark, database)
+    if not names:
+        return []
+    jvm = spark._jvm
+    seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList(names)).toSeq()
+    backups = []
+    for table in scala_seq(external_catalog(spark).getTablesByName(database, seq)):
+        props = table.properties()
+        if props.get(SOURCE).isEmpty():
+            continue
+        value = {key: str(props.get(key).get()) if not props.get(key).isEmpty() else "" for key in (SOURCE, RUN_ID)}
+        if source is not None and value[SOURCE] != source:
+            continue
+        created = props.get(CREATED_AT)
+        journal = props.get(JOURNAL)
+        backups.append(
+            Backup(
+                database=database,
+                name=str(table.identifier().table()),
+                source=value[SOURCE],
+                run_id=value[RUN_ID],
+                created_at=float(str(created.get())) if not created.isEmpty() else 0.0,
+                journal=str(journal.get()) if not journal.isEmpty() else "",
+            )
+        )
+    return sorted(backups, key=lambda b: b.created_at, reverse=True)

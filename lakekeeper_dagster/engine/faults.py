@@ -1,0 +1,28 @@
+"""Fault injection points, for tests that provoke crashes and corrupt outputs for real.
+
+`LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step);
+`LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries);
+`LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification.
+Unset (the default), every point is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+ENV = "LAKEKEEPER_FAULT"
+
+
+def kill_point(point: str) -> None:
+    """Die here, like a crashed driver (or pause), when the environment asks for it."""
+    fault = os.environ.get(ENV, "")
+    if fault == f"kill@{point}":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault.startswith(f"sleep@{point}:"):
+        time.sleep(float(fault.rsplit(":", 1)[1]))
+
+
+def wants(fault: str) -> bool:
+    return os.environ.get(ENV) == fault

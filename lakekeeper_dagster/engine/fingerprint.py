@@ -1,0 +1,80 @@
+"""Row count and an order-insensitive content checksum of a DataFrame, over every column."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, Observation
+    from pyspark.sql.types import DataType, StructType
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Rows and the sum of per-row 64-bit hashes (a multiset hash: file and row order do not matter)."""
+
+    rows: int
+    checksum: str
+
+    def to_dict(self) -> dict:
+        return {"rows": self.rows, "checksum": self.checksum}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Fingerprint:
+        return cls(int(data["rows"]), str(data["checksum"]))
+
+
+def _has_map(data_type: DataType) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, MapType):
+        return True
+    if isinstance(data_type, ArrayType):
+        return _has_map(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return any(_has_map(f.dataType) for f in data_type.fields)
+    return False
+
+
+def row_hash(schema: StructType) -> Column:
+    """xxhash64 over every column and its null flag (so `(NULL, 5)` and `(5, NULL)` differ).
+
+    Spark refuses to hash maps; a column holding one is hashed through its JSON form.
+    """
+    from pyspark.sql import functions as F
+
+    parts = []
+    for field in schema.fields:
+        column = F.col(f"`{field.name.replace('`', '``')}`")
+        value = F.to_json(F.struct(column)) if _has_map(field.dataType) else column
+        parts += [value, column.isNull()]
+    return F.xxhash64(*parts) if parts else F.lit(0)
+
+
+def aggregates(schema: StructType) -> list[Column]:
+    from pyspark.sql import functions as F
+
+    return [
+        F.count(F.lit(1)).alias("rows"),
+        F.coalesce(F.sum(row_hash(schema).cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")).alias("checksum"),
+    ]
+
+
+def fingerprint(df: DataFrame) -> Fingerprint:
+    """Read `df` once and return its fingerprint."""
+    row = df.agg(*aggregates(df.schema)).first()
+    return Fingerprint(int(row["rows"]), str(row["checksum"]))
+
+
+def observed(df: DataFrame, name: str) -> tuple[DataFrame, Observation]:
+    """`df` with its fingerprint collected as a side effect of the next action on it (no extra read)."""
+    from pyspark.sql import Observation
+
+    observation = Observation(name)
+    return df.observe(observation, *aggregates(df.schema)), observation
+
+
+def from_observation(observation: Observation) -> Fingerprint:
+    values = observation.get
+    return Fingerprint(int(values["rows"]), str(values["checksum"]))

@@ -1,0 +1,44 @@
+"""The directory swap that is the only step readers see: re-entrant from any state a crash can leave.
+
+`live` moves to `retired`, `incoming` moves to `live`, and data files that arrived in `live` after the snapshot
+(`known` names) are carried into the new `live` exactly once (each by one atomic rename). Every rename refuses to
+land on an existing path, so HDFS never nests a directory inside another.
+"""
+
+from __future__ import annotations
+
+from lakekeeper_dagster.engine.faults import kill_point
+from lakekeeper_dagster.engine.journal import UnitRecord
+from lakekeeper_dagster.engine.storage import Storage, StorageError, child, is_hidden
+
+
+def _move_data_files(storage: Storage, source: str, target: str, skip: set[str]) -> int:
+    """Move the data files of `source` not named in `skip` into `target`; return how many moved."""
+    moved = 0
+    for name in storage.list_names(source, directories=False):
+        if is_hidden(name) or name in skip:
+            continue
+        storage.rename_file(child(source, name), child(target, name))
+        moved += 1
+    return moved
+
+
+def finish_swap(storage: Storage, unit: UnitRecord) -> int:
+    """Bring a unit from any point of its swap to the swapped state; return the number of files carried over."""
+    live, incoming, retired = unit.live, unit.incoming, unit.retired
+    carried = 0
+    if not storage.exists(retired):
+        if not storage.exists(incoming):
+            raise StorageError(f"cannot swap {live}: neither the new data ({incoming}) nor the retired data exists")
+        storage.rename_strict(live, retired)
+        kill_point("retired")
+    if storage.exists(incoming):
+        if storage.exists(live):
+            # A writer re-created the live directory after it was retired: its files are late arrivals.
+            carried += _move_data_files(storage, live, incoming, skip=set())
+            storage.delete(live)  # only hidden files (checksums, a writer's markers) remain
+        storage.copy_permission(retired, incoming)
+        storage.rename_strict(incoming, live)
+        kill_point("installed_dir")
+    carried += _move_data_files(storage, retired, live, skip=set(unit.known))
+    return carried

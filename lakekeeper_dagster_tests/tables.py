@@ -1,0 +1,83 @@
+"""Real external Hive tables full of small files, and ways to look at them, for the engine's tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lakekeeper_dagster.engine.model import partition_clause, partition_name, quote_identifier, sql_string
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt: str, codec: str | None = None):
+    """Append `rows` rows as `files` files of format `fmt` under `location`."""
+    df = spark.range(first_id, first_id + rows, numPartitions=files).selectExpr(
+        "id", "concat('v', cast(id AS string)) AS v", "cast(id % 7 AS int) AS n"
+    )
+    writer = df.write.mode("append").format(fmt)
+    if codec:
+        writer = writer.option("compression", codec)
+    writer.save(location)
+
+
+def make_table(
+    spark,
+    database: str,
+    name: str,
+    root: Path,
+    fmt: str = "parquet",
+    partitions: list[dict[str, str]] | None = None,
+    files: int = 5,
+    rows: int = 200,
+    properties: dict[str, str] | None = None,
+    codec: str | None = None,
+) -> str:
+    """An external table at `root` (partitioned by the keys of `partitions`' specs), `files` files per unit."""
+    location = root.as_uri()
+    qualified = f"{quote_identifier(database)}.{quote_identifier(name)}"
+    specs = partitions or [{}]
+    partitioned = ""
+    if partitions:
+        partitioned = "PARTITIONED BY (" + ", ".join(f"`{c}` STRING" for c in partitions[0]) + ")"
+    props = ""
+    if properties:
+        props = "TBLPROPERTIES (" + ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items()) + ")"
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {qualified} (id BIGINT, v STRING, n INT) {partitioned} STORED AS {fmt.upper()} "
+        f"LOCATION {sql_string(location)} {props}"
+    )
+    for index, spec in enumerate(specs):
+        target = f"{location}/{partition_name(spec)}" if spec else location
+        write_files(spark, target, index * rows, rows, files, fmt, codec)
+        if spec:
+            spark.sql(f"ALTER TABLE {qualified} ADD {partition_clause(spec)}")
+    return f"{database}.{name}"
+
+
+def rows_of(spark, table: str) -> list[tuple]:
+    """Every row of the table, sorted: the content check that does not rely on the engine's checksum."""
+    spark.catalog.refreshTable(table)
+    return sorted(tuple(r) for r in spark.table(table).collect())
+
+
+def data_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith(("_", ".")))
+
+
+def hidden_dirs(root: Path) -> list[str]:
+    """lakekeeper's hidden staging/old/rolled-back directories anywhere under `root`."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".lk-*") if p.is_dir())
+
+
+def run_cli(args: list[str], cwd: Path, metastore_uri: str, env_extra: dict | None = None, wait: bool = True):
+    """The `lakekeeper-dagster` command in a subprocess (its own Spark JVM) against the test metastore."""
+    (cwd / "lakekeeper.yaml").write_text("spark_submit:\n  master: local[1]\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LAKEKEEPER_METASTORE_URI": metastore_uri, **(env_extra or {})}
+    env.pop("LAKEKEEPER_CONFIG", None)
+    command = [sys.executable, "-m", "lakekeeper_dagster.cli", *args]
+    if not wait:
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
