@@ -18,6 +18,8 @@ demo: venv
 	$(CLI) metastore start
 	$(CLI) demo create --database $(DEMO_DB)
 	$(CLI) analyze --database $(DEMO_DB)
+	$(CLI) compact --database $(DEMO_DB)
+	$(CLI) analyze --database $(DEMO_DB)
 
 test: venv
 	$(VENV)/bin/ruff check .

@@ -97,3 +97,37 @@ def test_demo_tables_match_the_runbook(spark, database):
     # Idempotent: a second run recreates them cleanly.
     create_demo_tables(spark, database)
     assert spark.table(names[0]).count() == 300_000
+
+
+def test_compact_rollback_cleanup_through_the_cli(spark, metastore, database, data_dir, tmp_path):
+    from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
+    from lakekeeper_dagster_tests.tables import run_cli as run
+
+    table = make_table(spark, database, "ev", data_dir, partitions=[{"date": "2024-01-01"}], files=4)
+    before = rows_of(spark, table)
+    partition_dir = data_dir / "date=2024-01-01"
+
+    dry = run(["compact", "--table", table, "--dry-run"], tmp_path, metastore.uri)
+    assert dry.returncode == 0 and "NEEDS COMPACTION" in dry.stdout and "nothing was changed" in dry.stdout
+    assert len(data_files(partition_dir)) == 4
+
+    done = run(["compact", "--table", table, "--analyze-stats"], tmp_path, metastore.uri)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{table} date=2024-01-01: COMPACTED files 4 -> 1" in done.stdout
+    assert "rows 200 -> 200, checksum ok" in done.stdout and "backup __bkp_ev_" in done.stdout
+    assert rows_of(spark, table) == before
+
+    refused = run(["compact", "--table", f"{database}.missing"], tmp_path, metastore.uri)
+    assert refused.returncode == 1 and "does not exist" in refused.stdout
+
+    assert run(["recover", "--table", table], tmp_path, metastore.uri).stdout.strip() == "nothing to recover"
+    back = run(["rollback", "--table", table], tmp_path, metastore.uri)
+    assert back.returncode == 0 and "restored from __bkp_ev_" in back.stdout
+    assert len(data_files(partition_dir)) == 4 and rows_of(spark, table) == before
+
+    run(["compact", "--table", table], tmp_path, metastore.uri)
+    listing = run(["cleanup", "--table", table, "--dry-run"], tmp_path, metastore.uri)
+    assert listing.returncode == 0 and "would drop" in listing.stdout
+    gone = run(["cleanup", "--table", table, "--skip-trash"], tmp_path, metastore.uri)
+    assert gone.returncode == 0 and "irreversible" in gone.stdout and "deleted" in gone.stdout
+    assert rows_of(spark, table) == before

@@ -47,7 +47,9 @@ def test_partitioned_parquet_compacts_with_identical_content(spark, database, da
     discovered = spark.read.parquet(data_dir.as_uri())
     assert discovered.count() == len(before)
     assert sorted(r.date for r in discovered.select("date").distinct().collect()) == [
-        "2024-01-01", "2024-01-02", "2024-01-03"
+        "2024-01-01",
+        "2024-01-02",
+        "2024-01-03",
     ]
     assert hidden_dirs(data_dir) == [f".lk-old-{r.run_id}-date={d}" for d in ("2024-01-01", "2024-01-02")]
     # The backup is a real external table over the original files, found by its properties.
@@ -200,7 +202,9 @@ def test_refusals_change_nothing(spark, database, data_dir, tmp_path):
     spark.sql(f"CREATE TABLE {database}.managed (id INT) STORED AS PARQUET")
     make_table(spark, database, "gone", tmp_path / "gone", files=3)
     make_table(spark, database, "p", data_dir, partitions=DATES[:1], files=3)
+    spark.sql(f"CREATE EXTERNAL TABLE {database}.txt (id INT) STORED AS TEXTFILE LOCATION '{data_dir.as_uri()}/t'")
     cases = [
+        ("txt", None, "cannot be compacted: text tables cannot be compacted yet"),
         ("vw", None, "cannot be compacted: view"),
         ("managed", None, "cannot be compacted: managed table"),
         ("missing", None, "does not exist"),
@@ -216,7 +220,11 @@ def test_refusals_change_nothing(spark, database, data_dir, tmp_path):
         compact_table(spark, database, "gone", OPTIONS)
     assert len(data_files(data_dir / "date=2024-01-01")) == 3
     assert sorted(t.tableName for t in spark.sql(f"SHOW TABLES IN {database}").collect()) == [
-        "gone", "managed", "p", "vw"
+        "gone",
+        "managed",
+        "p",
+        "txt",
+        "vw",
     ]
 
 

@@ -8,12 +8,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.catalog import external_catalog, list_tables, scala_seq
-from lakekeeper_dagster.engine.model import TableInfo, partition_clause, quote_identifier, sql_string
+from lakekeeper_dagster.engine.model import (
+    BACKUP_SOURCE_PROPERTY,
+    TableInfo,
+    partition_clause,
+    quote_identifier,
+    sql_string,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SOURCE = "lakekeeper.backup.source"
+SOURCE = BACKUP_SOURCE_PROPERTY
 RUN_ID = "lakekeeper.backup.run_id"
 CREATED_AT = "lakekeeper.backup.created_at"
 JOURNAL = "lakekeeper.backup.journal"

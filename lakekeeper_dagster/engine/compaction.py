@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+COMPACTABLE_FORMATS = ("parquet", "orc")
 COMPACTED = "compacted"
 SKIPPED = "skipped"
 FAILED_STATUS = "failed"
@@ -282,7 +283,13 @@ def _compact_unit(run: _Run, index: int, plan: PartitionPlan, files: list[DataFi
         _check_snapshot_intact(storage, unit, files, label)
         journal.record(storage, SWAPPING, index)
         kill_point(SWAPPING)
-        commit_unit(run.spark, storage, run.info, journal, index, run.options.analyze_stats)
+        try:
+            commit_unit(run.spark, storage, run.info, journal, index, run.options.analyze_stats)
+        except Exception as error:
+            raise CompactionError(
+                f"{label}: the swap was interrupted ({java_cause(error)}). Its journal holds every step: run "
+                f"`lakekeeper-dagster recover --table {run.info.qualified_name}` (the next compaction does too)."
+            ) from error
         result.carried_files = int(unit.details.get("carried", 0))
         result.status, result.reason = COMPACTED, plan.reason
     except UnitFailure as failure:
@@ -351,6 +358,8 @@ def load_compactable(spark: SparkSession, database: str, table: str) -> TableInf
     """The table's metadata, or a clear refusal when it cannot be compacted."""
     info = read_table(spark, database, table)
     reason = info.skip_reason()
+    if reason is None and info.file_format not in COMPACTABLE_FORMATS:
+        reason = f"{info.file_format} tables cannot be compacted yet (supported: {', '.join(COMPACTABLE_FORMATS)})"
     if reason:
         raise CompactionError(f"table {info.qualified_name} cannot be compacted: {reason}")
     return info
@@ -366,16 +375,19 @@ def compact_table(
     """Compact the partitions of a table that need it (or the named ones); one result per unit."""
     info = load_compactable(spark, database, table)
     storage = Storage(spark)
-    if not storage.exists(info.location):
-        raise CompactionError(
-            f"table {info.qualified_name}: its location {info.location} is not reachable; check the path and "
-            "your permissions"
-        )
+    unreachable = CompactionError(
+        f"table {info.qualified_name}: its location {info.location} is not reachable; check the path and "
+        "your permissions"
+    )
+    if not storage.exists(info.location) and not storage.exists(journal_root(info.location)):
+        raise unreachable
     sort_columns = resolve_sort_columns(info, options.sort_columns)
     targets = _targets(spark, info, partitions)
     run_id = new_run_id()
     with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, options.owner):
-        recover_table(spark, storage, info)
+        recover_table(spark, storage, info)  # a crashed run may have left the location mid-swap
+        if not storage.exists(info.location):
+            raise unreachable
         refuse_leftovers(storage, info, [t.location if t else info.location for t in targets])
         results: list[UnitResult] = []
         work: list[tuple[PartitionPlan, list[DataFile], dict | None]] = []

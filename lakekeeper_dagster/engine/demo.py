@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakekeeper_dagster.engine.backup import drop_backup, find_backups
+from lakekeeper_dagster.engine.journal import HIDDEN_PREFIX, state_dir
 from lakekeeper_dagster.engine.model import partition_clause, partition_name, quote_identifier, sql_string
-from lakekeeper_dagster.engine.storage import Storage
+from lakekeeper_dagster.engine.storage import Storage, child, split_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,12 +57,24 @@ def write_small_files(spark: SparkSession, location: str, rows: int, files: int,
     df.write.mode("overwrite").parquet(location)
 
 
-def create_demo_table(spark: SparkSession, database: str, demo: DemoTable, location: str) -> None:
-    """(Re)create one demo table at `location`: drop it, delete its files, write them anew, register."""
+def forget_demo_table(spark: SparkSession, database: str, name: str, location: str) -> None:
+    """Drop a demo table with its backups, journals and kept originals from earlier demo runs."""
     storage = Storage(spark)
-    qualified = f"{quote_identifier(database)}.{quote_identifier(demo.name)}"
-    spark.sql(f"DROP TABLE IF EXISTS {qualified}")
+    for backup in find_backups(spark, database, f"{database}.{name}"):
+        drop_backup(spark, database, backup.name)
+    spark.sql(f"DROP TABLE IF EXISTS {quote_identifier(database)}.{quote_identifier(name)}")
+    storage.delete(state_dir(location))
+    parent, base = split_location(location)
+    for entry in storage.list_names(parent, directories=True):
+        if entry.startswith(HIDDEN_PREFIX) and entry.endswith(f"-{base}"):
+            storage.delete(child(parent, entry))
     storage.delete(location)
+
+
+def create_demo_table(spark: SparkSession, database: str, demo: DemoTable, location: str) -> None:
+    """(Re)create one demo table at `location`: forget the old one, write the files anew, register."""
+    qualified = f"{quote_identifier(database)}.{quote_identifier(demo.name)}"
+    forget_demo_table(spark, database, demo.name, location)
     rows_per_partition = demo.rows // len(demo.partitions)
     for index, spec in enumerate(demo.partitions):
         target = f"{location}/{partition_name(spec)}" if spec else location

@@ -16,6 +16,7 @@ FORMATS_BY_SERDE = {
     "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe": "text",
 }
 SUPPORTED_FORMATS = ("parquet", "orc", "avro", "text")
+BACKUP_SOURCE_PROPERTY = "lakekeeper.backup.source"
 
 
 def escape_partition_value(value: str | None) -> str:
@@ -150,6 +151,8 @@ class TableInfo:
         """Why this table cannot be compacted, or None when it can."""
         if self.table_type == "VIEW":
             return "view (no data files of its own)"
+        if BACKUP_SOURCE_PROPERTY in self.table_properties:
+            return f"lakekeeper backup of {self.table_properties[BACKUP_SOURCE_PROPERTY]} (roll back or clean it up)"
         if self.table_format:
             return f"{self.table_format} table (it manages its own files; use its own compaction)"
         if self.transactional:

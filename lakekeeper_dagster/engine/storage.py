@@ -66,6 +66,7 @@ class Storage:
 
     def __init__(self, spark: SparkSession):
         self._jvm = spark._jvm
+        self._gateway = spark.sparkContext._gateway
         self._conf = spark._jsc.hadoopConfiguration()
 
     def _path(self, location: str):
@@ -113,15 +114,6 @@ class Storage:
             return []
         return sorted(str(s.getPath().getName()) for s in fs.listStatus(path) if bool(s.isDirectory()) == directories)
 
-    def rename_file(self, source: str, target: str) -> None:
-        """Move one file to `target`, refusing to overwrite anything there."""
-        fs = self._fs(source)
-        src, dst = self._path(source), self._path(target)
-        if fs.exists(dst):
-            raise StorageError(f"refusing to move {source} onto {target}: the target already exists")
-        if not fs.rename(src, dst):
-            raise StorageError(f"move of {source} to {target} failed")
-
     def mkdirs(self, location: str) -> None:
         if not self._fs(location).mkdirs(self._path(location)):
             raise StorageError(f"could not create directory {location}")
@@ -137,21 +129,34 @@ class Storage:
         return True
 
     def rename_strict(self, source: str, target: str) -> None:
-        """Rename `source` to exactly `target`; fail rather than nest when `target` already exists.
+        """Rename `source` (file or directory) to exactly `target`, atomically refusing an existing target.
 
-        HDFS moves a directory *into* an existing target directory; that would corrupt a swap.
+        `FileSystem.rename` moves a directory *into* an existing target directory on HDFS, which would corrupt a
+        swap; `FileContext.rename` without OVERWRITE fails instead, and the check is atomic in the NameNode.
         """
-        fs = self._fs(source)
         src, dst = self._path(source), self._path(target)
-        if not fs.exists(src):
-            raise StorageError(f"cannot rename {source}: it does not exist")
-        if fs.exists(dst):
-            raise StorageError(f"refusing to rename {source} onto {target}: the target already exists")
-        parent = dst.getParent()
-        if parent is not None and not fs.exists(parent):
-            fs.mkdirs(parent)
-        if not fs.rename(src, dst):
-            raise StorageError(f"rename of {source} to {target} failed")
+        fc = self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(src.toUri(), self._conf)
+        no_overwrite = self._gateway.new_array(self._jvm.org.apache.hadoop.fs.Options.Rename, 1)
+        no_overwrite[0] = self._jvm.org.apache.hadoop.fs.Options.Rename.NONE
+        try:
+            fc.rename(src, dst, no_overwrite)
+        except Exception as error:  # py4j wraps the Java exception; name the cause in our words
+            cause = str(getattr(error, "java_exception", error))
+            if "FileAlreadyExistsException" in cause or self.exists(target):
+                raise StorageError(f"refusing to rename {source} onto {target}: the target already exists") from None
+            if not self.exists(source):
+                raise StorageError(f"cannot rename {source}: it does not exist") from None
+            raise StorageError(f"rename of {source} to {target} failed: {cause.splitlines()[0]}") from None
+
+    rename_file = rename_strict
+
+    def delete_empty_dir(self, location: str) -> bool:
+        """Delete a directory only if it is empty (non-recursive); False when it is not (or is gone)."""
+        fs = self._fs(location)
+        try:
+            return bool(fs.delete(self._path(location), False))
+        except Exception:  # PathIsNotEmptyDirectoryException (HDFS) / IOException (local)
+            return False
 
     def read_text(self, location: str) -> str:
         fs = self._fs(location)

@@ -11,6 +11,8 @@ from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.journal import UnitRecord
 from lakekeeper_dagster.engine.storage import Storage, StorageError, child, is_hidden
 
+INSTALL_ATTEMPTS = 10
+
 
 def _move_data_files(storage: Storage, source: str, target: str, skip: set[str]) -> int:
     """Move the data files of `source` not named in `skip` into `target`; return how many moved."""
@@ -23,6 +25,19 @@ def _move_data_files(storage: Storage, source: str, target: str, skip: set[str])
     return moved
 
 
+def _remove_if_no_data(storage: Storage, directory: str) -> bool:
+    """Delete a directory holding only hidden files (markers, checksums); False when data arrived meanwhile.
+
+    The final delete is not recursive, so a data file that lands at the last moment makes it fail, not vanish.
+    """
+    for name in storage.list_names(directory, directories=False):
+        if is_hidden(name):
+            storage.delete(child(directory, name), recursive=False)
+    if storage.list_names(directory, directories=True):
+        raise StorageError(f"{directory} was re-created during the swap and a writer is working in it; run recover")
+    return storage.delete_empty_dir(directory)
+
+
 def finish_swap(storage: Storage, unit: UnitRecord) -> int:
     """Bring a unit from any point of its swap to the swapped state; return the number of files carried over."""
     live, incoming, retired = unit.live, unit.incoming, unit.retired
@@ -33,12 +48,19 @@ def finish_swap(storage: Storage, unit: UnitRecord) -> int:
         storage.rename_strict(live, retired)
         kill_point("retired")
     if storage.exists(incoming):
-        if storage.exists(live):
-            # A writer re-created the live directory after it was retired: its files are late arrivals.
-            carried += _move_data_files(storage, live, incoming, skip=set())
-            storage.delete(live)  # only hidden files (checksums, a writer's markers) remain
         storage.copy_permission(retired, incoming)
-        storage.rename_strict(incoming, live)
+        for attempt in range(INSTALL_ATTEMPTS):
+            if storage.exists(live):
+                # A writer re-created the live directory after it was retired: its files are late arrivals.
+                carried += _move_data_files(storage, live, incoming, skip=set())
+                if not _remove_if_no_data(storage, live):
+                    continue  # another file arrived meanwhile: move it too
+            try:
+                storage.rename_strict(incoming, live)
+                break
+            except StorageError:
+                if attempt == INSTALL_ATTEMPTS - 1:
+                    raise
         kill_point("installed_dir")
     carried += _move_data_files(storage, retired, live, skip=set(unit.known))
     return carried

@@ -1,0 +1,90 @@
+"""Mutual exclusion: one writer of lakekeeper state per table, across real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from lakekeeper_dagster.engine.compaction import compact_table
+from lakekeeper_dagster.engine.errors import LeaseHeldError
+from lakekeeper_dagster.engine.journal import state_dir
+from lakekeeper_dagster.engine.lease import TableLease
+from lakekeeper_dagster.engine.recovery import recover
+from lakekeeper_dagster.engine.storage import Storage
+from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, run_cli
+from lakekeeper_dagster_tests.test_compaction import DATES, OPTIONS
+
+
+def test_a_held_lease_makes_another_process_fail_fast_naming_the_holder(spark, metastore, database, data_dir, tmp_path):
+    table = make_table(spark, database, "held", data_dir / "held", partitions=DATES[:1], files=3)
+    storage = Storage(spark)
+    with TableLease(storage, state_dir((data_dir / "held").as_uri()), table, "run-in-test", owner="pytest"):
+        started = time.monotonic()
+        result = run_cli(["compact", "--table", table], tmp_path, metastore.uri)
+    assert result.returncode == 1
+    assert "being changed by another lakekeeper process" in result.stdout
+    assert f"host {socket.gethostname()}, pid {os.getpid()}, run run-in-test (pytest)" in result.stdout
+    assert time.monotonic() - started < 120
+    assert len(data_files(data_dir / "held" / "date=2024-01-01")) == 3
+
+
+@pytest.mark.slow
+def test_two_compactions_started_together_exactly_one_runs(spark, metastore, database, data_dir, tmp_path):
+    table = make_table(spark, database, "two", data_dir / "two", partitions=DATES, files=3)
+    before = rows_of(spark, table)
+    slow = {"LAKEKEEPER_FAULT": "sleep@backed_up:8"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    procs = [run_cli(["compact", "--table", table], tmp_path / d, metastore.uri, slow, wait=False) for d in "ab"]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outputs
+    loser = next(out for p, (out, _) in zip(procs, outputs, strict=True) if p.returncode == 1)
+    assert "being changed by another lakekeeper process" in loser
+    assert rows_of(spark, table) == before
+    assert all(len(data_files(data_dir / "two" / f"date={d['date']}")) == 1 for d in DATES)
+
+
+@pytest.mark.slow
+def test_recover_never_touches_a_live_run(spark, metastore, database, data_dir, tmp_path):
+    table = make_table(spark, database, "live", data_dir / "live", partitions=DATES[:1], files=3)
+    before = rows_of(spark, table)
+    proc = run_cli(
+        ["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "sleep@backed_up:6"}, wait=False
+    )
+    journal_root = data_dir / ".lakekeeper-live" / "journal"
+    deadline = time.monotonic() + 120
+    while not any("backed_up" in p.read_text() for p in journal_root.rglob("*.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.2)
+    messages = recover(spark, [(database, "live")])
+    assert len(messages) == 1 and "left alone" in messages[0] and "being changed by another" in messages[0]
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "COMPACTED files 3 -> 1" in out
+    assert rows_of(spark, table) == before
+
+
+def _foreign_lease(directory, age_seconds: float) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    lease = directory / "lease"
+    owner = {"host": "another-host", "pid": 1, "run_id": "r", "owner": "", "started_at": 0.0, "token": "t"}
+    lease.write_text(json.dumps(owner))
+    past = time.time() - age_seconds
+    os.utime(lease, (past, past))
+
+
+def test_a_lease_from_another_host_is_taken_over_only_when_not_renewed(spark, database, data_dir):
+    table = make_table(spark, database, "far", data_dir / "far", partitions=DATES[:1], files=3)
+    _foreign_lease(data_dir / ".lakekeeper-far", age_seconds=5)
+    with pytest.raises(LeaseHeldError, match="host another-host, pid 1"):
+        compact_table(spark, database, "far", OPTIONS)
+    assert len(data_files(data_dir / "far" / "date=2024-01-01")) == 3
+    _foreign_lease(data_dir / ".lakekeeper-far", age_seconds=3600)
+    (result,) = compact_table(spark, database, "far", OPTIONS)
+    assert result.status == "compacted"
+    assert len(rows_of(spark, table)) == 200
