@@ -14,9 +14,10 @@ from lakekeeper_dagster.engine.config import ConfigError, LakekeeperConfig, load
 from lakekeeper_dagster.engine.config_template import CONFIG_TEMPLATE
 from lakekeeper_dagster.engine.planning import render_report
 from lakekeeper_dagster.engine.storage import StorageError
+from spark_resources.kerberos import KerberosError
 from spark_resources.metastore import MetastoreError, MetastoreServer, parse_thrift_uri, port_is_open
 
-USER_ERRORS = (ConfigError, CatalogError, MetastoreError, StorageError)
+USER_ERRORS = (ConfigError, CatalogError, MetastoreError, StorageError, KerberosError)
 
 
 def metastore_server(config: LakekeeperConfig) -> MetastoreServer:
