@@ -189,10 +189,8 @@ class KerberosLogin:
             "spark.hadoop.hadoop.security.authentication": "kerberos",
             "spark.hadoop.hive.metastore.sasl.enabled": "true",
         }
-        if self.krb5_conf:
-            option = f"-Djava.security.krb5.conf={self.krb5_conf}"
-            conf["spark.driver.extraJavaOptions"] = option
-            conf["spark.executor.extraJavaOptions"] = option
+        if self.krb5_conf:  # the driver only: YARN executors authenticate with delegation tokens
+            conf["spark.driver.extraJavaOptions"] = f"-Djava.security.krb5.conf={self.krb5_conf}"
         return conf
 
     def _error(self, text: str, step: str) -> KerberosError:
