@@ -15,9 +15,10 @@ from lakekeeper_dagster.engine.config_template import CONFIG_TEMPLATE
 from lakekeeper_dagster.engine.errors import CompactionError
 from lakekeeper_dagster.engine.planning import render_report
 from lakekeeper_dagster.engine.storage import StorageError
+from spark_resources.kerberos import KerberosError
 from spark_resources.metastore import MetastoreError, MetastoreServer, parse_thrift_uri, port_is_open
 
-USER_ERRORS = (ConfigError, CatalogError, MetastoreError, StorageError, CompactionError)
+USER_ERRORS = (ConfigError, CatalogError, MetastoreError, StorageError, CompactionError, KerberosError)
 
 
 def metastore_server(config: LakekeeperConfig) -> MetastoreServer:

@@ -1,21 +1,27 @@
-"""Dagster resource for a Hive-enabled Spark session, built on dagster-pyspark's lazy resource."""
+"""Dagster resource for a Hive-enabled (optionally Kerberized) Spark session, on dagster-pyspark's lazy resource."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from dagster import InitResourceContext
 from dagster_pyspark import LazyPySparkResource
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
+from spark_resources.kerberos import KerberosError, KerberosLogin
 from spark_resources.session import hive_spark_conf, start_spark_session
 from spark_resources.settings import SparkSubmitSettings
+
+log = logging.getLogger(__name__)
 
 
 class HiveSparkResource(LazyPySparkResource):
     """A Spark session with Hive support, pointed at the configured metastore.
 
-    Local mode by default; the `spark_submit` block (Lakekeeper's keys) expresses a cluster deployment.
+    Local mode by default; the `spark_submit` block (Lakekeeper's keys) expresses a cluster deployment. With a
+    principal and keytab (here, e.g. as Dagster `EnvVar`s, or in `spark_submit`) the run logs in to Kerberos
+    before the JVM starts, keeps its ticket in a private cache and renews it from the keytab before each use.
     The session starts on first use and stops at teardown.
     """
 
@@ -25,20 +31,76 @@ class HiveSparkResource(LazyPySparkResource):
     spark_submit: dict[str, Any] = Field(
         default_factory=dict, description="Lakekeeper's spark_submit block (master, queue, executors, ...)."
     )
+    principal: str | None = Field(default=None, description="Kerberos principal; default spark_submit.principal.")
+    keytab: str | None = Field(default=None, description="Keytab of the principal; default spark_submit.keytab.")
+    krb5_conf: str | None = Field(default=None, description="krb5.conf to use; default spark_submit.krb5_conf.")
     stop_at_teardown: bool = Field(default=True, description="Stop the Spark session when the run ends.")
+    _kerberos: KerberosLogin | None = PrivateAttr(default=None)
+
+    def settings(self) -> SparkSubmitSettings:
+        return SparkSubmitSettings.model_validate(self.spark_submit)
+
+    def kerberos_login(self) -> KerberosLogin | None:
+        """The run's Kerberos identity, or None when neither a principal nor a keytab is configured."""
+        settings = self.settings()
+        principal = self.principal or settings.principal
+        keytab = self.keytab or settings.keytab
+        if not principal and not keytab:
+            return None
+        if not principal or not keytab:
+            missing = "principal" if not principal else "keytab"
+            raise KerberosError(
+                f"Kerberos needs both spark_submit.principal and spark_submit.keytab; {missing} is not set. "
+                f"Set it in the config file or as the resource's `{missing}` (e.g. a Dagster EnvVar)."
+            )
+        return KerberosLogin(principal, keytab, self.krb5_conf or settings.krb5_conf)
 
     def full_conf(self) -> dict[str, str]:
         """The Spark conf this resource starts its session with."""
-        settings = SparkSubmitSettings.model_validate(self.spark_submit)
-        conf = hive_spark_conf(settings, self.metastore_uri, self.warehouse_dir)
+        conf = hive_spark_conf(self.settings(), self.metastore_uri, self.warehouse_dir)
+        login = self.kerberos_login()
+        if login is not None:
+            for key, value in login.spark_conf().items():
+                if key.endswith("extraJavaOptions") and conf.get(key):
+                    conf[key] = f"{conf[key]} {value}"
+                elif key.startswith("spark.kerberos.") or key not in conf:
+                    conf[key] = value
         conf.update({k: str(v) for k, v in self.spark_config.items()})
         return conf
 
     def _init_session(self) -> None:
-        if self._spark_session is None:
+        if self._spark_session is not None:
+            return
+        login = self.kerberos_login()
+        if login is None:
             self._spark_session = start_spark_session(self.full_conf())
+            return
+        login.login()
+        spark = None
+        try:
+            spark = start_spark_session(self.full_conf())
+            login.login_jvm(spark)
+            login.check_metastore(spark, self.metastore_uri)
+        except BaseException:
+            if spark is not None:
+                spark.stop()
+            login.close()
+            raise
+        log.info("Kerberos: logged in as %s from keytab %s (private credential cache)", login.principal, login.keytab)
+        self._spark_session, self._kerberos = spark, login
+
+    @property
+    def spark_session(self) -> Any:
+        """The session; under Kerberos its ticket is renewed from the keytab first when it nears its end."""
+        self._init_session()
+        if self._kerberos is not None:
+            self._kerberos.refresh(self._spark_session)
+        return self._spark_session
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._spark_session is not None and self.stop_at_teardown:
             self._spark_session.stop()
             self._spark_session = None
+        if self._kerberos is not None and self._spark_session is None:
+            self._kerberos.close()
+            self._kerberos = None

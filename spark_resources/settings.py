@@ -40,12 +40,19 @@ class SparkSubmitSettings(BaseModel):
 
 
 def render_spark_conf(settings: SparkSubmitSettings) -> dict[str, str]:
-    """Spark conf equivalent to what spark-submit would set from the `spark_submit` block."""
-    conf: dict[str, str] = {"spark.master": settings.effective_master()}
+    """Spark conf that yields, through spark-submit, the same final conf as `render_submit_command`'s flags.
+
+    PySpark launches its driver JVM with `spark-submit --conf K=V ... pyspark-shell`, so these keys go through
+    the same processing as Lakekeeper's command line (remote py files fetched in client mode, YARN mappings).
+    """
+    master = settings.effective_master()
+    # spark-submit turns --archives / --files into spark.yarn.dist.* on YARN (spark.archives / spark.files elsewhere).
+    dist = "spark.yarn.dist." if master.startswith("yarn") else "spark."
+    conf: dict[str, str] = {"spark.master": master}
     pairs = {
         "spark.submit.deployMode": settings.deploy_mode,
         "spark.yarn.queue": settings.queue,
-        "spark.archives": settings.archives,
+        f"{dist}archives": settings.archives,
         "spark.pyspark.python": settings.python_env,
         "spark.executor.memory": settings.executor_memory,
         "spark.executor.instances": settings.num_executors,
@@ -53,7 +60,7 @@ def render_spark_conf(settings: SparkSubmitSettings) -> dict[str, str]:
         "spark.driver.memory": settings.driver_memory,
         "spark.kerberos.principal": settings.principal,
         "spark.kerberos.keytab": settings.keytab,
-        "spark.files": ",".join(settings.extra_files) or None,
+        f"{dist}files": ",".join(settings.extra_files) or None,
         "spark.submit.pyFiles": ",".join(settings.py_files) or None,
     }
     conf.update({k: str(v) for k, v in pairs.items() if v is not None})
