@@ -106,13 +106,17 @@ class UnitFailure(Exception):
 
 
 def java_cause(error: BaseException) -> str:
-    """The innermost useful line of a Spark/py4j error, not its stack trace."""
-    text = str(error).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("at ", "JVM stacktrace", "py4j")):
-            return line[:500]
-    return text[:500]
+    """The most telling message of a Spark/py4j error (Spark's `[ERROR_CLASS] ...` where there is one)."""
+    messages = []
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    while java is not None and len(messages) < 20:
+        message = java.getMessage()
+        if message:
+            messages.append(str(message))
+        java = java.getCause()
+    messages.append(str(error))
+    best = next((m for m in messages if m.startswith("[")), messages[-1 if len(messages) == 1 else 0])
+    return " ".join(best.split())[:600]
 
 
 def data_schema(info: TableInfo) -> StructType:

@@ -50,7 +50,7 @@ def write_small_files(spark: SparkSession, location: str, rows: int, files: int,
     df = spark.range(first_id, first_id + rows, numPartitions=files).selectExpr(
         "id",
         "element_at(array('click','view','buy','refund'), cast(id % 4 as int) + 1) AS event_type",
-        "round((id * 7919) % 100000 / 100.0, 2) AS amount",
+        "cast(round((id * 7919) % 100000 / 100.0, 2) AS double) AS amount",
         "sha2(cast(id as string), 256) AS payload",
         "timestamp_seconds(1704067200 + id) AS ts",
     )
