@@ -59,6 +59,15 @@ def _selected_tables(args: argparse.Namespace) -> list[str] | None:
     return None
 
 
+def spark_and_tables(args: argparse.Namespace, config: LakekeeperConfig, verb: str):
+    """A Spark session and the (db, table) pairs the flags name, else the ones the config manages."""
+    spark = open_spark(config)
+    pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
+    if not pairs:
+        raise ConfigError(f"no tables to {verb}: pass --database/--table/--tables or set `tables:` in the config")
+    return spark, pairs
+
+
 def cmd_metastore(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     server = metastore_server(config)
     if args.action == "start":
@@ -83,10 +92,7 @@ def cmd_generate_config(args: argparse.Namespace, config: LakekeeperConfig) -> i
 
 
 def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    spark = open_spark(config)
-    pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
-    if not pairs:
-        raise ConfigError("no tables to analyze: pass --database/--table/--tables or set `tables:` in the config")
+    spark, pairs = spark_and_tables(args, config, "analyze")
     plans = analyze_tables(spark, pairs, thresholds_from(config))
     if args.json:
         print(json.dumps([p.to_dict() for p in plans], indent=2))
@@ -137,10 +143,7 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
         raise ConfigError("--partition goes with --table DB.TABLE")
     if args.sort_columns and not args.table:
         raise ConfigError("--sort-columns goes with a single --table (use sort_columns in the config for several)")
-    spark = open_spark(config)
-    pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
-    if not pairs:
-        raise ConfigError("no tables to compact: pass --database/--table/--tables or set `tables:` in the config")
+    spark, pairs = spark_and_tables(args, config, "compact")
     if config.dry_run:
         print(render_report(analyze_tables(spark, pairs, thresholds_from(config))))
         print("dry run: nothing was changed")
@@ -202,10 +205,7 @@ def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 def cmd_recover(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     from lakekeeper_dagster.engine.recovery import recover
 
-    spark = open_spark(config)
-    pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
-    if not pairs:
-        raise ConfigError("no tables to recover: pass --database/--table or set `tables:` in the config")
+    spark, pairs = spark_and_tables(args, config, "recover")
     print("\n".join(recover(spark, pairs, owner="cli")) or "nothing to recover")
     return 0
 

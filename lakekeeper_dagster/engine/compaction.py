@@ -428,26 +428,19 @@ def compact_table(
             work.append((plan, files, target.spec if target else None))
         if not work:
             return results
-        journal = Journal(
-            directory=child(journal_root(info.location), run_id),
-            run_id=run_id,
-            kind=COMPACT,
-            database=info.database,
-            table=info.name,
-            owner=options.owner,
-            units=[
-                UnitRecord(
-                    partition=plan.partition,
-                    spec=spec,
-                    live=plan.location,
-                    incoming=sibling(plan.location, "staging", run_id),
-                    retired=sibling(plan.location, "old", run_id),
-                    known=[f.name for f in files],
-                    target_files=plan.target_files,
-                )
-                for plan, files, spec in work
-            ],
-        )
+        units = [
+            UnitRecord(
+                partition=plan.partition,
+                spec=spec,
+                live=plan.location,
+                incoming=sibling(plan.location, "staging", run_id),
+                retired=sibling(plan.location, "old", run_id),
+                known=[f.name for f in files],
+                target_files=plan.target_files,
+            )
+            for plan, files, spec in work
+        ]
+        journal = Journal.new(info.location, info.database, info.name, run_id, COMPACT, options.owner, units)
         journal.start(storage)
         run = _Run(spark, storage, info, options, data_schema(info), sort_columns, journal)
         for index, (plan, files, _spec) in enumerate(work):

@@ -86,9 +86,21 @@ class Journal:
     done: bool = False
     next_seq: int = 0
 
-    @property
-    def qualified_table(self) -> str:
-        return f"{self.database}.{self.table}"
+    @classmethod
+    def new(
+        cls,
+        table_location: str,
+        database: str,
+        table: str,
+        run_id: str,
+        kind: str,
+        owner: str,
+        units: list[UnitRecord],
+        backup_table: str | None = None,
+    ) -> Journal:
+        """A run's journal in the table's state directory (not written until `start`)."""
+        directory = child(journal_root(table_location), run_id)
+        return cls(directory, run_id, kind, database, table, owner, units, backup_table)
 
     def _write(self, storage: Storage, payload: dict) -> None:
         location = child(self.directory, f"{self.next_seq:05d}.json")

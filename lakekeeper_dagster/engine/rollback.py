@@ -21,14 +21,13 @@ from lakekeeper_dagster.engine.journal import (
     SWAPPING,
     Journal,
     UnitRecord,
-    journal_root,
     new_run_id,
     sibling,
     state_dir,
 )
 from lakekeeper_dagster.engine.lease import TableLease
 from lakekeeper_dagster.engine.model import TableInfo
-from lakekeeper_dagster.engine.storage import Storage, child
+from lakekeeper_dagster.engine.storage import Storage
 from lakekeeper_dagster.engine.swap import finish_swap
 
 if TYPE_CHECKING:
@@ -123,16 +122,7 @@ def rollback_table(
                     details={"compaction_journal": compaction.directory, "compaction_unit": index},
                 )
             )
-        journal = Journal(
-            directory=child(journal_root(info.location), run_id),
-            run_id=run_id,
-            kind=ROLLBACK,
-            database=info.database,
-            table=info.name,
-            owner=owner,
-            units=units,
-            backup_table=chosen.name,
-        )
+        journal = Journal.new(info.location, info.database, info.name, run_id, ROLLBACK, owner, units, chosen.name)
         journal.start(storage)
         lines = []
         for i, unit in enumerate(units):
