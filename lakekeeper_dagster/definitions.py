@@ -1,46 +1,45 @@
-"""The code location's Definitions, built lazily from the YAML config."""
+"""The code location's Definitions, built from the YAML config and the metastore's tables."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from lakekeeper_dagster.engine.analyze import analyze_tables, resolve_tables, thresholds_from
+from lakekeeper_dagster.assets import build_table_asset
+from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.engine.config import LakekeeperConfig, load_config
-from lakekeeper_dagster.engine.planning import render_report
+from lakekeeper_dagster.jobs import build_jobs, cleanup_schedule
+from lakekeeper_dagster.managed import check_metastore, load_managed_tables
 from spark_resources.resource import HiveSparkResource
+from spark_resources.session import start_spark_session
 
 
-def spark_resource_for(config: LakekeeperConfig) -> HiveSparkResource:
+def spark_resource_for(config: LakekeeperConfig, **overrides) -> HiveSparkResource:
     return HiveSparkResource(
         metastore_uri=config.metastore.uri,
         warehouse_dir=config.metastore.resolved_warehouse_dir(),
         spark_submit=config.spark_submit.model_dump(exclude_none=True),
+        **overrides,
     )
 
 
-class AnalyzeConfig(dg.Config):
-    database: str | None = None
-    tables: list[str] = []
-
-
-def build_analyze_job(config: LakekeeperConfig) -> dg.JobDefinition:
-    @dg.op(name="analyze_tables")
-    def analyze_op(context: dg.OpExecutionContext, op_config: AnalyzeConfig, spark: HiveSparkResource) -> None:
-        """Log the dry-run report for the selected (or managed) tables."""
-        session = spark.spark_session
-        pairs = resolve_tables(session, config, op_config.database, op_config.tables or None)
-        plans = analyze_tables(session, pairs, thresholds_from(config))
-        context.log.info("\n" + render_report(plans))
-
-    @dg.job(name="analyze_job", description="Dry-run report: which tables and partitions need compaction.")
-    def analyze_job() -> None:
-        analyze_op()
-
-    return analyze_job
-
-
-def build_definitions(config: LakekeeperConfig) -> dg.Definitions:
-    return dg.Definitions(jobs=[build_analyze_job(config)], resources={"spark": spark_resource_for(config)})
+def build_definitions(
+    config: LakekeeperConfig, spark=None, resource: HiveSparkResource | None = None
+) -> dg.Definitions:
+    """Assets, checks, jobs and schedules for the tables the config manages (read through `spark`)."""
+    if spark is None:
+        check_metastore(config)
+        spark = start_spark_session(config.spark_conf())
+    managed = load_managed_tables(spark, config)
+    jobs = build_jobs(config, managed.tables)
+    cleanup_job = next(j for j in jobs if j.name == "cleanup_job")
+    return dg.Definitions(
+        assets=[build_table_asset(info, config) for info in managed.tables],
+        asset_checks=[build_backup_check(info) for info in managed.tables],
+        jobs=jobs,
+        schedules=[cleanup_schedule(cleanup_job)],
+        resources={"spark": resource or spark_resource_for(config)},
+        executor=dg.in_process_executor,
+    )
 
 
 @dg.definitions

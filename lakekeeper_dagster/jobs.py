@@ -1,0 +1,145 @@
+"""Jobs: sync Hive partitions into dynamic partitions, analyze, rollback, cleanup, recover; the cleanup schedule."""
+
+
+import dagster as dg
+from pydantic import Field
+
+from lakekeeper_dagster.engine.analyze import analyze_tables, resolve_tables, split_table_name, thresholds_from
+from lakekeeper_dagster.engine.catalog import CatalogError
+from lakekeeper_dagster.engine.cleanup import cleanup_backups, parse_duration
+from lakekeeper_dagster.engine.config import LakekeeperConfig
+from lakekeeper_dagster.engine.errors import CompactionError
+from lakekeeper_dagster.engine.model import TableInfo
+from lakekeeper_dagster.engine.planning import render_report
+from lakekeeper_dagster.engine.recovery import recover
+from lakekeeper_dagster.engine.rollback import rollback_table
+from lakekeeper_dagster.partitions import sync_partitions
+from spark_resources.resource import HiveSparkResource
+
+TABLE_PATTERN = r"^[^.\s]+\.[^.\s]+$"
+ENGINE_ERRORS = (CompactionError, CatalogError)
+
+
+class AnalyzeConfig(dg.Config):
+    database: str | None = None
+    tables: list[str] = []
+
+
+class RollbackConfig(dg.Config):
+    table: str = Field(pattern=TABLE_PATTERN, description="DB.TABLE to restore")
+    partition: str | None = Field(default=None, description="only this Hive partition, e.g. date=2024-01-01")
+    backup: str | None = Field(default=None, description="this backup table (default: the most recent)")
+
+
+class CleanupConfig(dg.Config):
+    table: str | None = Field(default=None, pattern=TABLE_PATTERN, description="backups of DB.TABLE")
+    database: str | None = Field(default=None, description="every backup in this database")
+    older_than: str | None = Field(default=None, description="only backups older than this: 7d, 12h, 30m")
+    skip_trash: bool = False
+    dry_run: bool = False
+
+
+class RecoverConfig(dg.Config):
+    table: str | None = Field(default=None, pattern=TABLE_PATTERN)
+    database: str | None = None
+
+
+def _engine_failure(error: Exception) -> dg.Failure:
+    """The engine's message (what, where, what to do) as the run's failure, not a stack trace."""
+    return dg.Failure(description=str(error))
+
+
+def build_jobs(settings: LakekeeperConfig, tables: list[TableInfo]) -> list[dg.JobDefinition]:
+    partitioned = [t for t in tables if t.is_partitioned]
+
+    @dg.op
+    def sync_hive_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource) -> None:
+        """Add new Hive partitions as dynamic partitions and remove the ones gone from the metastore."""
+        for info in partitioned:
+            added, removed = sync_partitions(context.instance, spark.spark_session, info)
+            context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
+
+    @dg.op(name="analyze_tables")
+    def analyze_op(context: dg.OpExecutionContext, config: AnalyzeConfig, spark: HiveSparkResource) -> None:
+        """Log the dry-run report for the selected (or managed) tables."""
+        session = spark.spark_session
+        pairs = resolve_tables(session, settings, config.database, config.tables or None)
+        context.log.info("\n" + render_report(analyze_tables(session, pairs, thresholds_from(settings))))
+
+    @dg.op
+    def rollback(context: dg.OpExecutionContext, config: RollbackConfig, spark: HiveSparkResource) -> None:
+        """Restore the pre-compaction files from a backup (appended files are kept)."""
+        database, table = split_table_name(config.table)
+        try:
+            lines = rollback_table(
+                spark.spark_session, database, table, config.partition, config.backup, f"dagster run {context.run_id}"
+            )
+        except ENGINE_ERRORS as error:
+            raise _engine_failure(error) from None
+        for line in lines:
+            context.log.info(line)
+
+    @dg.op
+    def cleanup(context: dg.OpExecutionContext, config: CleanupConfig, spark: HiveSparkResource) -> None:
+        """Delete the originals kept by backups and drop them (irreversible)."""
+        try:
+            older = parse_duration(config.older_than) if config.older_than else None
+            databases = [config.database] if config.database or config.table else settings.tables.databases
+            lines = []
+            for database in databases or [None]:
+                lines += cleanup_backups(
+                    spark.spark_session,
+                    database=database,
+                    table=config.table,
+                    older_than_seconds=older,
+                    skip_trash=config.skip_trash,
+                    dry_run=config.dry_run,
+                    owner=f"dagster run {context.run_id}",
+                )
+        except ENGINE_ERRORS as error:
+            raise _engine_failure(error) from None
+        context.log.info("\n".join(lines) or "no backups matched")
+
+    @dg.op(name="recover")
+    def recover_op(context: dg.OpExecutionContext, config: RecoverConfig, spark: HiveSparkResource) -> None:
+        """Finish or undo compactions and rollbacks a crash interrupted."""
+        session = spark.spark_session
+        tables = [config.table] if config.table else None
+        try:
+            messages = recover(session, resolve_tables(session, settings, config.database, tables))
+        except ENGINE_ERRORS as error:
+            raise _engine_failure(error) from None
+        context.log.info("\n".join(messages) or "nothing to recover")
+
+    @dg.job(description="Keep each table's dynamic partitions equal to its Hive partitions.")
+    def sync_partitions_job() -> None:
+        sync_hive_partitions()
+
+    @dg.job(description="Dry-run report: which tables and partitions need compaction.")
+    def analyze_job() -> None:
+        analyze_op()
+
+    @dg.job(description="Restore a table (or one partition) to its pre-compaction files from a backup.")
+    def rollback_job() -> None:
+        rollback()
+
+    @dg.job(description="Delete the original files kept by old backups and drop the backups. Irreversible.")
+    def cleanup_job() -> None:
+        cleanup()
+
+    @dg.job(description="Finish or undo runs a crash interrupted, from their journals.")
+    def recover_job() -> None:
+        recover_op()
+
+    return [sync_partitions_job, analyze_job, rollback_job, cleanup_job, recover_job]
+
+
+def cleanup_schedule(cleanup_job: dg.JobDefinition) -> dg.ScheduleDefinition:
+    """Nightly cleanup of backups older than 7 days in the managed databases; off until turned on."""
+    return dg.ScheduleDefinition(
+        name="cleanup_old_backups",
+        job=cleanup_job,
+        cron_schedule="0 3 * * *",
+        run_config=dg.RunConfig(ops={"cleanup": CleanupConfig(older_than="7d")}),
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+    )

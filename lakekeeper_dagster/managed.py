@@ -1,0 +1,53 @@
+"""The Hive tables the code location manages, read once when the definitions load."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from lakekeeper_dagster.engine.analyze import resolve_tables
+from lakekeeper_dagster.engine.catalog import CatalogError, read_table
+from lakekeeper_dagster.engine.compaction import COMPACTABLE_FORMATS
+from lakekeeper_dagster.engine.config import LakekeeperConfig
+from lakekeeper_dagster.engine.model import TableInfo
+from spark_resources.metastore import MetastoreError, parse_thrift_uri, port_is_open
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ManagedTables:
+    tables: list[TableInfo] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # db.table -> why it is not an asset
+
+
+def load_managed_tables(spark, config: LakekeeperConfig) -> ManagedTables:
+    """Read the configured tables' metadata; unmanageable ones are skipped with their reason (and logged)."""
+    managed = ManagedTables()
+    for database, table in resolve_tables(spark, config):
+        try:
+            info = read_table(spark, database, table)
+        except CatalogError as error:
+            managed.skipped[f"{database}.{table}"] = str(error)
+            continue
+        reason = info.skip_reason()
+        if reason is None and info.file_format not in COMPACTABLE_FORMATS:
+            reason = f"{info.file_format} tables cannot be compacted yet"
+        if reason:
+            managed.skipped[info.qualified_name] = reason
+        else:
+            managed.tables.append(info)
+    for name, reason in managed.skipped.items():
+        log.warning("%s is not an asset: %s", name, reason)
+    return managed
+
+
+def check_metastore(config: LakekeeperConfig) -> None:
+    """A clear error, not a py4j stack trace, when the metastore is down at load time."""
+    host, port = parse_thrift_uri(config.metastore.uri)
+    if not port_is_open(host, port):
+        raise MetastoreError(
+            f"the Hive Metastore at {config.metastore.uri} is not reachable, so the Hive tables cannot be listed. "
+            "Start the local one with `lakekeeper-dagster metastore start`, or point metastore.uri / "
+            "LAKEKEEPER_METASTORE_URI at yours, then reload the code location."
+        )

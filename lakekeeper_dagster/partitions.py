@@ -1,0 +1,34 @@
+"""Dynamic partitions that mirror Hive partitions: keys are Hive partition names (`date=2024-01-01/ref=FR`)."""
+
+from __future__ import annotations
+
+import re
+
+import dagster as dg
+
+from lakekeeper_dagster.engine.catalog import list_partitions
+from lakekeeper_dagster.engine.model import TableInfo
+
+
+def partitions_def_name(database: str, table: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"hive__{database}__{table}")
+
+
+def partitions_def_for(info: TableInfo) -> dg.DynamicPartitionsDefinition | None:
+    if not info.is_partitioned:
+        return None
+    return dg.DynamicPartitionsDefinition(name=partitions_def_name(info.database, info.name))
+
+
+def sync_partitions(instance: dg.DagsterInstance, spark, info: TableInfo) -> tuple[list[str], list[str]]:
+    """Make the table's dynamic partitions equal its Hive partitions; return (added, removed)."""
+    name = partitions_def_name(info.database, info.name)
+    hive = [p.name for p in list_partitions(spark, info)]
+    known = set(instance.get_dynamic_partitions(name))
+    added = [key for key in hive if key not in known]
+    removed = sorted(known - set(hive))
+    if added:
+        instance.add_dynamic_partitions(name, added)
+    for key in removed:
+        instance.delete_dynamic_partition(name, key)
+    return added, removed
