@@ -109,3 +109,66 @@ def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
     assert checks[ROW_COUNT].metadata["after"].value["(table)"] < 200
     assert data_files(data_dir / "flat") == before_files
     assert rows_of(spark, table) == before
+
+
+def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, database, data_dir, tmp_path):
+    """`dagster definitions validate` and `dagster asset materialize` in a subprocess, on the YAML config."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    make_table(spark, database, "cli", data_dir, partitions=DATES, files=3)
+    before = rows_of(spark, f"{database}.cli")
+    config = tmp_path / "lakekeeper.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "tables": {"databases": [database]},
+                "metastore": {"uri": metastore.uri},
+                "spark_submit": {"master": "local[1]"},
+            }
+        )
+    )
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(partitions_def_name(database, "cli"), ["date=2024-01-02"])
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(repo)}
+    env.pop("LAKEKEEPER_METASTORE_URI", None)
+    dagster = [sys.executable, "-m", "dagster"]
+    validate = subprocess.run(
+        [*dagster, "definitions", "validate", "-m", "lakekeeper_dagster"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert validate.returncode == 0, validate.stderr[-3000:]
+    run = subprocess.run(
+        [
+            *dagster,
+            "asset",
+            "materialize",
+            "-m",
+            "lakekeeper_dagster",
+            "--select",
+            f"hive/{database}/cli",
+            "--partition",
+            "date=2024-01-02",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "row_count_preserved' on " in run.stderr and "passed" in run.stderr
+    assert len(data_files(data_dir / "date=2024-01-02")) == 1
+    assert len(data_files(data_dir / "date=2024-01-01")) == 3
+    assert rows_of(spark, f"{database}.cli") == before
