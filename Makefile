@@ -30,3 +30,9 @@ metastore-start: venv
 
 metastore-stop: venv
 	$(CLI) metastore stop
+
+# The Dagster UI on the local metastore, with the project's instance settings (pools: one run per table).
+ui: venv
+	$(CLI) metastore start
+	mkdir -p .dagster_home && cp dagster.yaml .dagster_home/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.dagster_home $(VENV)/bin/dagster dev -w workspace.yaml

@@ -172,3 +172,15 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
     assert len(data_files(data_dir / "date=2024-01-02")) == 1
     assert len(data_files(data_dir / "date=2024-01-01")) == 3
     assert rows_of(spark, f"{database}.cli") == before
+
+
+def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).resolve().parents[1] / "dagster.yaml", tmp_path / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        pools = instance.get_concurrency_config().pool_config
+        assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    assert location.get_assets_def(asset_key(database, "ev")).op.pool == f"lakekeeper/{database}.ev"
