@@ -18,7 +18,7 @@ demo: venv
 	$(CLI) metastore start
 	$(CLI) demo create --database $(DEMO_DB)
 	$(CLI) analyze --database $(DEMO_DB)
-	$(CLI) compact --database $(DEMO_DB)
+	$(CLI) demo run --database $(DEMO_DB)
 	$(CLI) analyze --database $(DEMO_DB)
 
 test: venv

@@ -211,6 +211,11 @@ def cmd_recover(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    if args.action == "run":
+        from lakekeeper_dagster.demo_run import run_demo
+
+        check = run_demo(config, args.database, Path(args.dagster_home).absolute())
+        return 0 if check else 1
     from lakekeeper_dagster.engine.demo import create_demo_tables
 
     spark = open_spark(config)
@@ -272,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     recover.set_defaults(func=cmd_recover)
 
     demo = sub.add_parser("demo", help="demo tables of the Lakekeeper runbook")
-    demo.add_argument("action", choices=["create"])
+    demo.add_argument("action", choices=["create", "run"], help="create the tables, or run the main job (Dagster)")
+    demo.add_argument("--dagster-home", default=".dagster_home", help="Dagster instance directory for `run`")
     demo.add_argument("--database", default="lakekeeper_demo")
     demo.set_defaults(func=cmd_demo)
     return parser

@@ -184,3 +184,21 @@ def test_project_instance_settings_give_each_table_one_run_at_a_time(location, d
         assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
     assert location.get_assets_def(asset_key(database, "ev")).op.pool == f"lakekeeper/{database}.ev"
+
+
+def test_demo_main_job_runs_through_dagster(spark, metastore, database, data_dir, tmp_path, capsys):
+    """What `make demo` runs after creating the tables, on small tables: sync, materialize all, print checks."""
+    from lakekeeper_dagster.demo_run import run_demo
+
+    make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=3)
+    make_table(spark, database, "flat", data_dir / "flat", files=4)
+    before = rows_of(spark, f"{database}.ev")
+    config = parse_config({"metastore": {"uri": metastore.uri}}, "t")
+    assert run_demo(config, database, tmp_path / "home") is True
+    out = capsys.readouterr().out
+    assert f"hive/{database}/ev: materialized (2 compacted, 0 skipped, 0 failed): files 6 -> 2, rows 400" in out
+    assert f"hive/{database}/flat: materialized (1 compacted, 0 skipped, 0 failed): files 4 -> 1, rows 200" in out
+    assert out.count("check row_count_preserved: passed") == 2 and "FAILED" not in out
+    assert "make ui" in out
+    assert rows_of(spark, f"{database}.ev") == before
+    assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
