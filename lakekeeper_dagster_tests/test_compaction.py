@@ -23,6 +23,7 @@ DATES = [{"date": "2024-01-01"}, {"date": "2024-01-02"}]
 def test_partitioned_parquet_compacts_with_identical_content(spark, database, data_dir):
     table = make_table(spark, database, "ev", data_dir, partitions=DATES, files=6)
     spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-03') VALUES (999, 'one', 1)")  # a single file: OK
+    (data_dir / "date=2024-01-01").chmod(0o750)
     before = rows_of(spark, table)
     cached = spark.table(table)
     assert cached.count() == len(before)
@@ -36,6 +37,7 @@ def test_partitioned_parquet_compacts_with_identical_content(spark, database, da
         assert (r.status, r.files_before, r.files_after, r.rows_before, r.rows_after) == ("compacted", 6, 1, 200, 200)
         assert r.checksum_matches and r.backup_table.startswith("__bkp_ev_")
         assert len(data_files(data_dir / name)) == 1
+    assert oct((data_dir / "date=2024-01-01").stat().st_mode & 0o777) == "0o750"  # the original's permission
     assert rows_of(spark, table) == before
     assert cached.count() == len(before)  # same-session reader after the swap: no FileNotFoundException
     assert str(read_table(spark, database, "ev").location) == str(read_table(spark, database, "ev").location)
@@ -245,3 +247,30 @@ def test_statistics_refreshed_when_asked(spark, database, data_dir):
     stats = spark.sql(f"DESCRIBE TABLE EXTENDED {table} PARTITION (date='2024-01-01')").collect()
     statistics = next(r.data_type for r in stats if r.col_name == "Partition Statistics")
     assert statistics.startswith(f"{result.bytes_after} bytes")
+
+
+def test_decimals_are_written_as_hive_readers_expect(spark, database, data_dir):
+    location = data_dir.as_uri()
+    spark.range(0, 60, numPartitions=4).selectExpr("id", "cast(id / 7 AS decimal(10,2)) AS price").write.mode(
+        "append"
+    ).parquet(location)
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {database}.dec (id BIGINT, price DECIMAL(10,2)) STORED AS PARQUET LOCATION '{location}'"
+    )
+    before = rows_of(spark, f"{database}.dec")
+    (result,) = compact_table(spark, database, "dec", OPTIONS)
+    assert result.status == "compacted"
+    (file,) = Storage(spark).list_data_files(location)
+    jvm = spark._jvm
+    reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+        jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+            jvm.org.apache.hadoop.fs.Path(file.path), spark._jsc.hadoopConfiguration()
+        )
+    )
+    try:
+        price = reader.getFooter().getFileMetaData().getSchema().getType("price")
+        assert str(price.asPrimitiveType().getPrimitiveTypeName().name()) == "FIXED_LEN_BYTE_ARRAY"
+    finally:
+        reader.close()
+    assert rows_of(spark, f"{database}.dec") == before
+    assert spark.conf.get("spark.sql.parquet.writeLegacyFormat") == "false"  # the session's own value is back

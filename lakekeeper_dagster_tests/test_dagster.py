@@ -202,3 +202,36 @@ def test_demo_main_job_runs_through_dagster(spark, metastore, database, data_dir
     assert "make ui" in out
     assert rows_of(spark, f"{database}.ev") == before
     assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
+
+
+def test_partitions_follow_the_metastore_and_a_range_runs_in_one_session(spark, location, database, data_dir):
+    from pyspark import SparkContext
+
+    name = partitions_def_name(database, "ev")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(name, ["date=1999-01-01"])  # gone from Hive: removed by the sync
+        location.get_job_def("sync_partitions_job").execute_in_process(instance=instance)
+        assert instance.get_dynamic_partitions(name) == ["date=2024-01-01", "date=2024-01-02"]
+        context_before = SparkContext._active_spark_context
+        result = location.get_implicit_global_asset_job_def().execute_in_process(
+            instance=instance,
+            asset_selection=[asset_key(database, "ev")],
+            tags={
+                "dagster/asset_partition_range_start": "date=2024-01-01",
+                "dagster/asset_partition_range_end": "date=2024-01-02",
+            },
+        )
+        assert result.success
+        assert SparkContext._active_spark_context is context_before  # one Spark session for both partitions
+        materialized = {e.partition for e in result.get_asset_materialization_events()}
+        assert materialized == {"date=2024-01-01", "date=2024-01-02"}
+    assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
+
+
+def test_metastore_down_at_load_is_one_clear_error(monkeypatch):
+    from spark_resources.metastore import MetastoreError, free_port
+
+    monkeypatch.delenv("LAKEKEEPER_METASTORE_URI", raising=False)
+    config = parse_config({"metastore": {"uri": f"thrift://127.0.0.1:{free_port()}"}}, "t")
+    with pytest.raises(MetastoreError, match="is not reachable, so the Hive tables cannot be listed"):
+        build_definitions(config)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -212,6 +213,26 @@ def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: 
     return spark.read.schema(schema).format(info.file_format).load(paths)
 
 
+# Parquet as Hive's readers expect it: decimals as fixed-length binaries, lists and maps in the legacy layout.
+HIVE_COMPATIBLE_WRITES = {"spark.sql.parquet.writeLegacyFormat": "true"}
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, settings: dict[str, str]):
+    """Set Spark SQL settings for the duration of one write, then put the session's own values back."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def _arrange(df: DataFrame, sort_columns: tuple[str, ...], target: int) -> DataFrame:
     if sort_columns:
         return df.repartitionByRange(target, *sort_columns).sortWithinPartitions(*sort_columns)
@@ -223,7 +244,8 @@ def _write_unit(run: _Run, index: int, unit: UnitRecord, files: list[DataFile]) 
     codec = choose_codec(run.spark, run.info, files)
     df, observation = observed(read_files(run.spark, run.info, run.schema, [f.path for f in files]), f"in-{index}")
     writer = _arrange(df, run.sort_columns, unit.target_files).write.mode("errorifexists")
-    writer.format(run.info.file_format).option("compression", codec).save(unit.incoming)
+    with _session_conf(run.spark, HIVE_COMPATIBLE_WRITES):
+        writer.format(run.info.file_format).option("compression", codec).save(unit.incoming)
     run.storage.delete(child(unit.incoming, "_SUCCESS"))
     if wants("drop-staged-file"):
         run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
