@@ -12,6 +12,7 @@ from lakekeeper_dagster.partitions import partitions_def_name
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def run_demo(config: LakekeeperConfig, database: str, dagster_home: Path) -> bool:
@@ -21,7 +22,7 @@ def run_demo(config: LakekeeperConfig, database: str, dagster_home: Path) -> boo
     dagster_home.mkdir(parents=True, exist_ok=True)
     ok = True
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        defs.get_job_def("sync_partitions_job").execute_in_process(instance=instance)
+        defs.get_job_def("sync_partitions_job").execute_in_process(instance=instance, run_config=QUIET)
         job = defs.get_implicit_global_asset_job_def()
         for key in sorted(defs.resolve_asset_graph().get_all_asset_keys(), key=lambda k: k.to_user_string()):
             node = defs.resolve_asset_graph().get(key)
@@ -29,9 +30,12 @@ def run_demo(config: LakekeeperConfig, database: str, dagster_home: Path) -> boo
             if node.partitions_def is not None:
                 keys = instance.get_dynamic_partitions(partitions_def_name(key.path[1], key.path[2]))
                 tags = {RANGE_START: keys[0], RANGE_END: keys[-1]}
-            result = job.execute_in_process(instance=instance, asset_selection=[key], tags=tags, raise_on_error=False)
+            result = job.execute_in_process(
+                instance=instance, asset_selection=[key], tags=tags, raise_on_error=False, run_config=QUIET
+            )
             ok &= result.success
-            for materialization in result.get_asset_materialization_events():
+            # A run over several partitions records its totals on each of them: report them once.
+            for materialization in result.get_asset_materialization_events()[:1]:
                 m = {k: v.value for k, v in materialization.materialization.metadata.items()}
                 print(
                     f"{key.to_user_string()}: materialized ({m['partitions_compacted']} compacted, "
