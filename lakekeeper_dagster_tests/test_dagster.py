@@ -195,11 +195,12 @@ def test_demo_main_job_runs_through_dagster(spark, metastore, database, data_dir
     before = rows_of(spark, f"{database}.ev")
     config = parse_config({"metastore": {"uri": metastore.uri}}, "t")
     assert run_demo(config, database, tmp_path / "home") is True
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert f"hive/{database}/ev: materialized (2 compacted, 0 skipped, 0 failed): files 6 -> 2, rows 400" in out
     assert f"hive/{database}/flat: materialized (1 compacted, 0 skipped, 0 failed): files 4 -> 1, rows 200" in out
     assert out.count("check row_count_preserved: passed") == 2 and "FAILED" not in out
-    assert out.count(f"hive/{database}/ev: materialized") == 1 and "STEP_START" not in out
+    assert out.count(f"hive/{database}/ev: materialized") == 1 and "STEP_START" not in captured.err
     assert "make ui" in out
     assert rows_of(spark, f"{database}.ev") == before
     assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
