@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from lakekeeper_dagster.engine.analyze import resolve_tables
 from lakekeeper_dagster.engine.catalog import CatalogError, read_table
-from lakekeeper_dagster.engine.compaction import COMPACTABLE_FORMATS
+from lakekeeper_dagster.engine.compaction import refusal
 from lakekeeper_dagster.engine.config import LakekeeperConfig
 from lakekeeper_dagster.engine.model import TableInfo
 from spark_resources.metastore import MetastoreError, parse_thrift_uri, port_is_open
@@ -30,9 +30,7 @@ def load_managed_tables(spark, config: LakekeeperConfig) -> ManagedTables:
         except CatalogError as error:
             managed.skipped[f"{database}.{table}"] = str(error)
             continue
-        reason = info.skip_reason()
-        if reason is None and info.file_format not in COMPACTABLE_FORMATS:
-            reason = f"{info.file_format} tables cannot be compacted yet"
+        reason = refusal(info)
         if reason:
             managed.skipped[info.qualified_name] = reason
         else:

@@ -380,12 +380,18 @@ def _select(plan: PartitionPlan, force: bool) -> str | None:
     return plan.reason
 
 
-def load_compactable(spark: SparkSession, database: str, table: str) -> TableInfo:
-    """The table's metadata, or a clear refusal when it cannot be compacted."""
-    info = read_table(spark, database, table)
+def refusal(info: TableInfo) -> str | None:
+    """Why the engine will not compact this table, or None."""
     reason = info.skip_reason()
     if reason is None and info.file_format not in COMPACTABLE_FORMATS:
         reason = f"{info.file_format} tables cannot be compacted yet (supported: {', '.join(COMPACTABLE_FORMATS)})"
+    return reason
+
+
+def load_compactable(spark: SparkSession, database: str, table: str) -> TableInfo:
+    """The table's metadata, or a clear refusal when it cannot be compacted."""
+    info = read_table(spark, database, table)
+    reason = refusal(info)
     if reason:
         raise CompactionError(f"table {info.qualified_name} cannot be compacted: {reason}")
     return info
