@@ -237,3 +237,31 @@ def test_metastore_down_at_load_is_one_clear_error(monkeypatch):
     config = parse_config({"metastore": {"uri": f"thrift://127.0.0.1:{free_port()}"}}, "t")
     with pytest.raises(MetastoreError, match="is not reachable, so the Hive tables cannot be listed"):
         build_definitions(config)
+
+
+def test_partition_aware_checks_do_not_name_partitions_of_a_range_run():
+    """Why the checks carry their partitions in metadata: Dagster 1.13's partition-aware check specs (preview) name
+    the partition of a one-partition run, but a single-run backfill over a range records one evaluation with no
+    partition at all, and that is how many partitions are compacted in one Spark session."""
+    import warnings
+
+    partitions = dg.DynamicPartitionsDefinition(name="p")
+    key = dg.AssetKey(["a"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = dg.AssetCheckSpec("c", asset=key, partitions_def=partitions)
+
+    @dg.asset(key=key, partitions_def=partitions, backfill_policy=dg.BackfillPolicy.single_run(), check_specs=[spec])
+    def probe():
+        return dg.MaterializeResult(check_results=[dg.AssetCheckResult(check_name="c", passed=True)])
+
+    job = dg.Definitions(assets=[probe]).get_implicit_global_asset_job_def()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("p", ["x", "y"])
+        one = job.execute_in_process(instance=instance, partition_key="x")
+        assert [e.partition for e in one.get_asset_check_evaluations()] == ["x"]
+        many = job.execute_in_process(
+            instance=instance,
+            tags={"dagster/asset_partition_range_start": "x", "dagster/asset_partition_range_end": "y"},
+        )
+        assert [e.partition for e in many.get_asset_check_evaluations()] == [None]
