@@ -265,3 +265,75 @@ def test_partition_aware_checks_do_not_name_partitions_of_a_range_run():
             tags={"dagster/asset_partition_range_start": "x", "dagster/asset_partition_range_end": "y"},
         )
         assert [e.partition for e in many.get_asset_check_evaluations()] == [None]
+
+
+PROBE = """
+import time
+from types import SimpleNamespace
+
+import dagster as dg
+
+from lakekeeper_dagster.assets import pool_name
+
+
+@dg.asset(pool=pool_name(SimpleNamespace(database="db", name="t")))
+def t() -> None:
+    time.sleep(5)
+
+
+defs = dg.Definitions(assets=[t], jobs=[dg.define_asset_job("compact_t", selection=[t])])
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_for_the_same_table_queue_under_the_project_instance(tmp_path):
+    """Real daemon, real launched runs, the project's dagster.yaml: the second run waits for the first."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(repo / "dagster.yaml", home / "dagster.yaml")
+    (tmp_path / "probe.py").write_text(PROBE)
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(repo)}
+    bin_dir = Path(sys.executable).parent
+    daemon = subprocess.Popen(
+        [str(bin_dir / "dagster-daemon"), "run", "-f", "probe.py"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(2):
+            launched = subprocess.run(
+                [str(bin_dir / "dagster"), "job", "launch", "-f", "probe.py", "-j", "compact_t"],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert launched.returncode == 0, launched.stderr[-2000:]
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            deadline = time.monotonic() + 180
+            seen_queued_beside_started = False
+            while time.monotonic() < deadline:
+                statuses = sorted(r.status.value for r in instance.get_runs())
+                seen_queued_beside_started |= statuses == ["QUEUED", "STARTED"]
+                assert statuses.count("STARTED") <= 1
+                if statuses == ["SUCCESS", "SUCCESS"]:
+                    break
+                time.sleep(0.5)
+            records = sorted(instance.get_run_records(), key=lambda r: r.start_time)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    assert [r.dagster_run.status.value for r in records] == ["SUCCESS", "SUCCESS"]
+    assert records[1].start_time >= records[0].end_time  # never at the same time
+    assert seen_queued_beside_started
