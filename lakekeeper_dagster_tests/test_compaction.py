@@ -24,6 +24,7 @@ def test_partitioned_parquet_compacts_with_identical_content(spark, database, da
     table = make_table(spark, database, "ev", data_dir, partitions=DATES, files=6)
     spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-03') VALUES (999, 'one', 1)")  # a single file: OK
     (data_dir / "date=2024-01-01").chmod(0o750)
+    location_before = read_table(spark, database, "ev").location
     before = rows_of(spark, table)
     cached = spark.table(table)
     assert cached.count() == len(before)
@@ -40,7 +41,7 @@ def test_partitioned_parquet_compacts_with_identical_content(spark, database, da
     assert oct((data_dir / "date=2024-01-01").stat().st_mode & 0o777) == "0o750"  # the original's permission
     assert rows_of(spark, table) == before
     assert cached.count() == len(before)  # same-session reader after the swap: no FileNotFoundException
-    assert str(read_table(spark, database, "ev").location) == str(read_table(spark, database, "ev").location)
+    assert read_table(spark, database, "ev").location == location_before  # the metastore location never moves
     shown = sorted(r[0] for r in spark.sql(f"SHOW PARTITIONS {table}").collect())
     spark.sql(f"MSCK REPAIR TABLE {table}")
     assert sorted(r[0] for r in spark.sql(f"SHOW PARTITIONS {table}").collect()) == shown
@@ -274,3 +275,21 @@ def test_decimals_are_written_as_hive_readers_expect(spark, database, data_dir):
         reader.close()
     assert rows_of(spark, f"{database}.dec") == before
     assert spark.conf.get("spark.sql.parquet.writeLegacyFormat") == "false"  # the session's own value is back
+
+
+def test_partition_with_subdirectories_is_refused_untouched(spark, database, data_dir):
+    table = make_table(spark, database, "sub", data_dir, partitions=DATES[:1], files=3)
+    nested = data_dir / "date=2024-01-01" / "HIVE_UNION_SUBDIR_1"
+    write_files(spark, f"file://{nested}", 5000, 10, 1, "parquet")
+    before = data_files(data_dir / "date=2024-01-01")
+    (result,) = compact_table(spark, database, "sub", OPTIONS)
+    assert result.status == "failed" and "holds subdirectories (HIVE_UNION_SUBDIR_1)" in result.reason
+    assert data_files(data_dir / "date=2024-01-01") == before and data_files(nested)
+    assert hidden_dirs(data_dir) == [] and len(rows_of(spark, table)) == 200
+
+
+def test_a_neighbouring_tables_backup_is_not_a_leftover(spark, database, data_dir):
+    make_table(spark, database, "t1", data_dir / "t1", files=3)
+    make_table(spark, database, "t2", data_dir / "t2", files=3)
+    assert compact_table(spark, database, "t1", OPTIONS)[0].status == "compacted"
+    assert compact_table(spark, database, "t2", OPTIONS)[0].status == "compacted"  # t1's .lk-old sits beside it

@@ -72,3 +72,22 @@ def test_rollback_killed_at_every_step_is_recovered(spark, metastore, database, 
     assert set(originals) <= set(names) and len(names) == len(originals) + 1  # originals back, the append kept
     assert hidden_dirs(data_dir) == []
     assert find_backups(spark, database, table) == []
+
+
+@pytest.mark.slow
+def test_cleanup_refuses_while_a_crashed_rollback_still_needs_the_originals(
+    spark, metastore, database, data_dir, tmp_path
+):
+    from lakekeeper_dagster.engine.cleanup import cleanup_backups
+    from lakekeeper_dagster.engine.errors import CompactionError
+
+    root = data_dir / "cl"
+    table = make_table(spark, database, "cl", root, partitions=DATES[:1], files=4)
+    before = rows_of(spark, table)
+    compact_table(spark, database, "cl", OPTIONS)
+    crashed = run_cli(["rollback", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@retired"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    with pytest.raises(CompactionError, match="interrupted run .* run `lakekeeper-dagster recover"):
+        cleanup_backups(spark, table=table, older_than_seconds=0, skip_trash=True)
+    recover(spark, [(database, "cl")])
+    assert rows_of(spark, table) == before and len(data_files(root / "date=2024-01-01")) == 4

@@ -11,7 +11,7 @@ from lakekeeper_dagster.engine.analyze import split_table_name
 from lakekeeper_dagster.engine.errors import CompactionError
 from lakekeeper_dagster.engine.journal import COMMITTED, HIDDEN_PREFIX, Journal, new_run_id
 from lakekeeper_dagster.engine.lease import TableLease
-from lakekeeper_dagster.engine.storage import Storage, split_location
+from lakekeeper_dagster.engine.storage import Storage, child, split_location
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,6 +40,18 @@ def _retired_dirs(storage: Storage, backup: backups.Backup) -> list[str]:
 def _state_dir_of(backup: backups.Backup) -> str:
     """`<state>/journal/<run>` -> `<state>`."""
     return split_location(split_location(backup.journal)[0])[0]
+
+
+def _refuse_unfinished_runs(storage: Storage, backup: backups.Backup) -> None:
+    """A crashed compaction or rollback may still need the originals this backup keeps: recover first."""
+    root = split_location(backup.journal)[0]
+    for name in storage.list_names(root, directories=True):
+        if not Journal.load(storage, child(root, name)).done:
+            raise CompactionError(
+                f"table {backup.source} has an interrupted run ({name}) that may still need the files of "
+                f"{backup.qualified_name}; run `lakekeeper-dagster recover --table {backup.source}` first. "
+                "Nothing was deleted."
+            )
 
 
 def _remove(storage: Storage, location: str, skip_trash: bool) -> str:
@@ -82,6 +94,7 @@ def cleanup_backups(
             )
             continue
         with TableLease(storage, _state_dir_of(backup), backup.source, new_run_id(), owner):
+            _refuse_unfinished_runs(storage, backup)
             outcomes = [f"{d} {_remove(storage, d, skip_trash)}" for d in dirs]
             backups.drop_backup(spark, backup.database, backup.name)
             storage.delete(backup.journal)

@@ -271,6 +271,7 @@ def _compact_unit(run: _Run, index: int, plan: PartitionPlan, files: list[DataFi
     )
     label = f"{run.info.qualified_name}" + (f" partition {plan.partition}" if plan.partition else "")
     try:
+        _refuse_subdirectories(storage, unit, label)
         try:
             before, after = _write_unit(run, index, unit, files)
         except Exception as error:
@@ -306,6 +307,7 @@ def _compact_unit(run: _Run, index: int, plan: PartitionPlan, files: list[DataFi
         journal.record(storage, BACKED_UP, index)
         kill_point(BACKED_UP)
         _wait_for_writers(storage, unit, label)
+        _refuse_subdirectories(storage, unit, label)
         _check_snapshot_intact(storage, unit, files, label)
         journal.record(storage, SWAPPING, index)
         kill_point(SWAPPING)
@@ -342,6 +344,17 @@ def _wait_for_writers(storage: Storage, unit: UnitRecord, label: str, timeout: f
                 f"{timeout:.0f}s. Nothing was changed; retry when the writer is done."
             )
         time.sleep(0.5)
+
+
+def _refuse_subdirectories(storage: Storage, unit: UnitRecord, label: str) -> None:
+    """Data in subdirectories (e.g. Hive's HIVE_UNION_SUBDIR_1) would move with the swap and never come back."""
+    nested = [n for n in storage.list_names(unit.live, directories=True) if not is_hidden(n)]
+    if nested:
+        storage.delete(unit.incoming)
+        raise UnitFailure(
+            f"{label}: its directory holds subdirectories ({', '.join(nested[:3])}) whose files this compaction would "
+            "not rewrite; nothing was changed. Move their files up into the partition directory first."
+        )
 
 
 def _check_snapshot_intact(storage: Storage, unit: UnitRecord, files: list[DataFile], label: str) -> None:

@@ -90,10 +90,15 @@ def refuse_leftovers(storage: Storage, info: TableInfo, unit_locations: list[str
     for journal in load_journals(storage, info.location):
         referenced |= journal.paths()
     strays = []
-    for parent in sorted({split_location(location)[0] for location in unit_locations}):
+    units_by_parent: dict[str, set[str]] = {}
+    for location in unit_locations:
+        parent, name = split_location(location)
+        units_by_parent.setdefault(parent, set()).add(name)
+    for parent, unit_names in sorted(units_by_parent.items()):
         for name in storage.list_names(parent, directories=True):
             path = child(parent, name)
-            if name.startswith(HIDDEN_PREFIX) and path not in referenced:
+            ours = any(name.endswith(f"-{unit}") for unit in unit_names)  # not a neighbouring table's
+            if name.startswith(HIDDEN_PREFIX) and ours and path not in referenced:
                 strays.append(path)
     if strays:
         raise CompactionError(

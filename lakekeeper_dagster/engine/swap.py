@@ -61,6 +61,15 @@ def finish_swap(storage: Storage, unit: UnitRecord) -> int:
             except StorageError:
                 if attempt == INSTALL_ATTEMPTS - 1:
                     raise
+        else:
+            raise StorageError(
+                f"could not install {incoming} as {live}: a writer kept re-creating {live}. Stop the writer, then "
+                "run `lakekeeper-dagster recover` for the table (the new data is still in the staging directory)"
+            )
         kill_point("installed_dir")
+    if not storage.exists(live):
+        raise StorageError(
+            f"cannot finish the swap of {live}: it is missing and neither {incoming} nor {retired} can replace it"
+        )
     carried += _move_data_files(storage, retired, live, skip=set(unit.known))
     return carried
