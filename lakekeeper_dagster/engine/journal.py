@@ -129,9 +129,6 @@ class Journal:
         record.state = step
         record.details.update(details)
 
-    def is_finished(self) -> bool:
-        return self.done or all(u.state in TERMINAL for u in self.units)
-
     def committed_units(self) -> list[UnitRecord]:
         return [u for u in self.units if u.state == COMMITTED]
 
