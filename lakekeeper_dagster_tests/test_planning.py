@@ -84,3 +84,9 @@ def test_table_status_and_report():
     assert "Table: db.t" in report
     assert "NEEDS COMPACTION" in report and "SKIPPED: empty table" in report
     assert mixed.to_dict()["file_count"] == 501
+
+
+def test_a_unit_with_subdirectories_is_skipped_with_the_reason():
+    plan = plan_unit("p=1", "file:/x", 500, 300 * MB, 0.6 * MB, T, subdirectories=True)
+    assert plan.status == SKIPPED and not plan.needs_compaction
+    assert "subdirectories" in plan.reason

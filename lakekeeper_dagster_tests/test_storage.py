@@ -6,6 +6,7 @@ import pytest
 
 from lakekeeper_dagster.engine.analyze import analyze_tables, thresholds_from
 from lakekeeper_dagster.engine.config import parse_config
+from lakekeeper_dagster.engine.listing import list_directories
 from lakekeeper_dagster.engine.storage import Storage, StorageError
 
 
@@ -14,24 +15,42 @@ def storage(spark) -> Storage:
     return Storage(spark)
 
 
-def test_dir_stats_count_data_files_only(storage, data_dir):
-    (data_dir / "a.parquet").write_bytes(b"x" * 100)
-    (data_dir / "b.parquet").write_bytes(b"x" * 300)
-    (data_dir / "c.parquet").write_bytes(b"x" * 200)
-    (data_dir / "_SUCCESS").write_bytes(b"")
-    (data_dir / ".a.parquet.crc").write_bytes(b"crc")
-    (data_dir / "sub").mkdir()
-    (data_dir / "sub" / "nested.parquet").write_bytes(b"x" * 999)
-    stats = storage.dir_stats(data_dir.as_uri())
-    assert (stats.file_count, stats.total_bytes, stats.median_bytes) == (3, 600, 200.0)
-    assert stats.average_bytes == 200.0
-    names = [f.path.rsplit("/", 1)[-1] for f in storage.list_data_files(data_dir.as_uri())]
+def test_listing_counts_data_files_directly_under_each_location(spark, storage, tmp_path):
+    first = tmp_path / "date=2024-01-01%3A00"  # a Hive-escaped name, as written by Hive
+    first.mkdir()
+    (first / "a.parquet").write_bytes(b"x" * 100)
+    (first / "b.parquet").write_bytes(b"x" * 300)
+    (first / "c.parquet").write_bytes(b"x" * 200)
+    (first / "_SUCCESS").write_bytes(b"")
+    (first / ".a.parquet.crc").write_bytes(b"crc")
+    globby = tmp_path / "ref=[a]{b}*"  # a custom location whose name Hadoop would expand as a glob
+    globby.mkdir()
+    (globby / "x.parquet").write_bytes(b"x" * 10)
+    nested = tmp_path / "nested"
+    (nested / "HIVE_UNION_SUBDIR_1").mkdir(parents=True)
+    (nested / "HIVE_UNION_SUBDIR_1" / "d.parquet").write_bytes(b"x" * 999)
+    (nested / "e.parquet").write_bytes(b"x" * 5)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = (tmp_path / "nope").as_uri()
+    locations = [f"file:{first}", f"file:{globby}", f"file:{nested}", f"file://{empty}", missing]
+
+    listing = list_directories(spark, locations)
+
+    stats = listing.stats[locations[0]]
+    assert (stats.file_count, stats.total_bytes, stats.median_bytes, stats.average_bytes) == (3, 600, 200.0, 200.0)
+    assert (listing.stats[locations[1]].file_count, listing.stats[locations[1]].total_bytes) == (1, 10)
+    assert (listing.stats[locations[2]].file_count, listing.stats[locations[2]].total_bytes) == (1, 5)
+    assert listing.stats[locations[3]].file_count == 0
+    assert listing.missing == {missing} and missing not in listing.stats
+    assert listing.nested == {locations[2]}
+    names = [f.path.rsplit("/", 1)[-1] for f in storage.list_data_files(locations[0])]
     assert names == ["a.parquet", "b.parquet", "c.parquet"]
 
 
 def test_missing_location_is_a_storage_error(storage, tmp_path):
     with pytest.raises(StorageError, match="does not exist"):
-        storage.dir_stats((tmp_path / "nope").as_uri())
+        storage.list_data_files((tmp_path / "nope").as_uri())
 
 
 def test_rename_strict_refuses_to_nest(storage, tmp_path):

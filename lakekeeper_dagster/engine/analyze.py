@@ -7,9 +7,16 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.catalog import CatalogError, list_partitions, list_tables, read_table
 from lakekeeper_dagster.engine.config import LakekeeperConfig
+from lakekeeper_dagster.engine.listing import Listing, list_directories
 from lakekeeper_dagster.engine.model import TableInfo
-from lakekeeper_dagster.engine.planning import TablePlan, Thresholds, plan_table, plan_unit, skipped_table
-from lakekeeper_dagster.engine.storage import Storage, StorageError
+from lakekeeper_dagster.engine.planning import (
+    PartitionPlan,
+    TablePlan,
+    Thresholds,
+    plan_table,
+    plan_unit,
+    skipped_table,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,29 +54,51 @@ def resolve_tables(
     return list(dict.fromkeys(pairs))
 
 
+Unit = tuple[str | None, str]  # (Hive partition name or None for a whole table, location)
+
+
+def table_units(spark: SparkSession, info: TableInfo) -> list[Unit]:
+    """The units a table is compacted by: each partition, or the whole table directory."""
+    if info.is_partitioned:
+        return [(p.name, p.location) for p in list_partitions(spark, info)]
+    return [(None, info.location)]
+
+
+def plan_listed(units: list[Unit], listing: Listing, thresholds: Thresholds) -> list[PartitionPlan]:
+    """The plan of every unit whose location the listing found."""
+    plans = []
+    for name, location in units:
+        stats = listing.stats.get(location)
+        if stats is not None:
+            plans.append(
+                plan_unit(
+                    name,
+                    location,
+                    stats.file_count,
+                    stats.total_bytes,
+                    stats.median_bytes,
+                    thresholds,
+                    subdirectories=location in listing.nested,
+                )
+            )
+    return plans
+
+
 def analyze_table_info(spark: SparkSession, info: TableInfo, thresholds: Thresholds) -> TablePlan:
-    """Plan one table whose metadata is already read."""
+    """Plan one table whose metadata is already read (one listing job for all its partitions)."""
     reason = info.skip_reason()
     if reason:
         return skipped_table(info.database, info.name, reason, info.file_format)
-    storage = Storage(spark)
-    if info.is_partitioned:
-        targets = [(p.name, p.location) for p in list_partitions(spark, info)]
-    else:
-        targets = [(None, info.location)]
-    units = []
-    for name, location in targets:
-        try:
-            stats = storage.dir_stats(location)
-        except StorageError:
-            if name is None:
-                return skipped_table(
-                    info.database, info.name, f"table location {location} is not reachable", info.file_format
-                )
+    units = table_units(spark, info)
+    listing = list_directories(spark, [location for _, location in units])
+    if not info.is_partitioned and info.location in listing.missing:
+        return skipped_table(
+            info.database, info.name, f"table location {info.location} is not reachable", info.file_format
+        )
+    for name, location in units:
+        if location in listing.missing:
             log.warning("partition %s of %s: location %s does not exist", name, info.qualified_name, location)
-            continue
-        units.append(plan_unit(name, location, stats.file_count, stats.total_bytes, stats.median_bytes, thresholds))
-    return plan_table(info.database, info.name, info.file_format, units)
+    return plan_table(info.database, info.name, info.file_format, plan_listed(units, listing, thresholds))
 
 
 def analyze_tables(spark: SparkSession, pairs: list[tuple[str, str]], thresholds: Thresholds) -> list[TablePlan]:

@@ -95,12 +95,15 @@ def plan_unit(
     total_bytes: int,
     median_bytes: float,
     thresholds: Thresholds,
+    subdirectories: bool = False,
 ) -> PartitionPlan:
     """Decide whether one partition (or unpartitioned table) needs compaction and its target file count."""
     average = total_bytes / file_count if file_count else 0.0
     target = target_file_count(total_bytes, thresholds.block_size_bytes)
     typical = median_bytes if thresholds.statistic == "median" else average
-    if file_count == 0:
+    if subdirectories:
+        status, reason = SKIPPED, "holds subdirectories with data files; it is not compacted (look at them first)"
+    elif file_count == 0:
         status, reason = OK, "no data files"
     elif file_count == 1:
         status, reason = OK, "single file"

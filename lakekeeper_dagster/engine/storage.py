@@ -102,10 +102,6 @@ class Storage:
             files.append(DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime())))
         return sorted(files, key=lambda f: f.path)
 
-    def dir_stats(self, location: str) -> DirStats:
-        """File count, bytes and median file size of the data files directly under `location`."""
-        return DirStats.of(location, self.list_data_files(location))
-
     def list_names(self, location: str, directories: bool) -> list[str]:
         """Names of the subdirectories (or files) directly under `location`; empty when it does not exist."""
         fs = self._fs(location)
