@@ -2,6 +2,7 @@
 
 
 import dagster as dg
+from pydantic import Field
 
 from lakekeeper_dagster.engine.analyze import thresholds_from
 from lakekeeper_dagster.engine.compaction import COMPACTED, FAILED_STATUS, CompactionOptions, UnitResult, compact_table
@@ -22,6 +23,9 @@ class CompactConfig(dg.Config):
 
     force: bool = False
     sort_columns: list[str] = []
+    partitions: list[str] = Field(
+        default=[], description="only these partitions of the run (the sensor's request); empty: all of them"
+    )
 
 
 def asset_key(database: str, table: str) -> dg.AssetKey:
@@ -113,6 +117,21 @@ def check_results(key: dg.AssetKey, results: list[UnitResult]) -> list[dg.AssetC
     ]
 
 
+def run_units(context: dg.AssetExecutionContext, config: CompactConfig, info: TableInfo) -> list[str]:
+    """The partitions this run compacts: the run's partitions, narrowed to `config.partitions` when given."""
+    keys = list(context.partition_keys)
+    wanted = set(config.partitions)
+    if not wanted:
+        return keys
+    outside = sorted(wanted - set(keys))
+    if outside:
+        raise dg.Failure(
+            description=f"config.partitions names partition(s) of {info.qualified_name} that this run does not "
+            f"cover: {', '.join(outside[:5])}; choose a partition range that includes them"
+        )
+    return [k for k in keys if k in wanted]
+
+
 def build_table_asset(info: TableInfo, settings: LakekeeperConfig) -> dg.AssetsDefinition:
     """The software-defined asset of one Hive table."""
     key = asset_key(info.database, info.name)
@@ -145,13 +164,19 @@ def build_table_asset(info: TableInfo, settings: LakekeeperConfig) -> dg.AssetsD
             backup_prefix=settings.backup_prefix,
             owner=f"dagster run {context.run_id}",
         )
-        keys = list(context.partition_keys) if partitions_def else None
+        keys = run_units(context, config, info) if partitions_def else None
         try:
             results = compact_table(spark.spark_session, info.database, info.name, options, keys)
         except CompactionError as error:
             raise dg.Failure(description=str(error)) from None
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
-        return dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))
+        yield dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))
+        failed = [r for r in results if r.status == FAILED_STATUS]
+        if failed:  # the run fails, so the sensor backs these partitions off
+            raise dg.Failure(
+                description=f"{len(failed)} unit(s) of {info.qualified_name} failed: "
+                + "; ".join(f"{r.partition or '(table)'}: {r.reason}" for r in failed)[:4000]
+            )
 
     return _compact

@@ -9,6 +9,8 @@ from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.engine.config import LakekeeperConfig, load_config
 from lakekeeper_dagster.jobs import build_jobs, cleanup_schedule
 from lakekeeper_dagster.managed import check_metastore, load_managed_tables
+from lakekeeper_dagster.observations import build_observe_job, observe_schedule
+from lakekeeper_dagster.sensors import build_file_count_sensor
 from spark_resources.resource import HiveSparkResource
 from spark_resources.session import start_spark_session
 
@@ -25,18 +27,20 @@ def spark_resource_for(config: LakekeeperConfig, **overrides) -> HiveSparkResour
 def build_definitions(
     config: LakekeeperConfig, spark=None, resource: HiveSparkResource | None = None
 ) -> dg.Definitions:
-    """Assets, checks, jobs and schedules for the tables the config manages (read through `spark`)."""
+    """Assets, checks, jobs, schedules and the sensor for the tables the config manages (read through `spark`)."""
     if spark is None:
         check_metastore(config)
         spark = start_spark_session(config.spark_conf())
     managed = load_managed_tables(spark, config)
     jobs = build_jobs(config, managed.tables)
     cleanup_job = next(j for j in jobs if j.name == "cleanup_job")
+    observe_job = build_observe_job(config, managed.tables)
     return dg.Definitions(
         assets=[build_table_asset(info, config) for info in managed.tables],
         asset_checks=[build_backup_check(info) for info in managed.tables],
-        jobs=jobs,
-        schedules=[cleanup_schedule(cleanup_job)],
+        jobs=[*jobs, observe_job],
+        schedules=[cleanup_schedule(cleanup_job), observe_schedule(observe_job, config)],
+        sensors=[build_file_count_sensor(config, managed.tables)],
         resources={"spark": resource or spark_resource_for(config)},
         executor=dg.in_process_executor,
     )

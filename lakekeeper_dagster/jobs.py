@@ -5,7 +5,7 @@ import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.engine.analyze import analyze_tables, resolve_tables, split_table_name, thresholds_from
-from lakekeeper_dagster.engine.catalog import CatalogError
+from lakekeeper_dagster.engine.catalog import CatalogError, list_partitions
 from lakekeeper_dagster.engine.cleanup import cleanup_backups, parse_duration
 from lakekeeper_dagster.engine.config import LakekeeperConfig
 from lakekeeper_dagster.engine.errors import CompactionError
@@ -56,7 +56,8 @@ def build_jobs(settings: LakekeeperConfig, tables: list[TableInfo]) -> list[dg.J
     def sync_hive_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource) -> None:
         """Add new Hive partitions as dynamic partitions and remove the ones gone from the metastore."""
         for info in partitioned:
-            added, removed = sync_partitions(context.instance, spark.spark_session, info)
+            hive = [p.name for p in list_partitions(spark.spark_session, info)]
+            added, removed = sync_partitions(context.instance, info, hive)
             context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
 
     @dg.op(name="analyze_tables")

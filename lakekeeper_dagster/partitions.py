@@ -6,7 +6,6 @@ import re
 
 import dagster as dg
 
-from lakekeeper_dagster.engine.catalog import list_partitions
 from lakekeeper_dagster.engine.model import TableInfo
 
 
@@ -20,10 +19,9 @@ def partitions_def_for(info: TableInfo) -> dg.DynamicPartitionsDefinition | None
     return dg.DynamicPartitionsDefinition(name=partitions_def_name(info.database, info.name))
 
 
-def sync_partitions(instance: dg.DagsterInstance, spark, info: TableInfo) -> tuple[list[str], list[str]]:
-    """Make the table's dynamic partitions equal its Hive partitions; return (added, removed)."""
+def sync_partitions(instance: dg.DagsterInstance, info: TableInfo, hive: list[str]) -> tuple[list[str], list[str]]:
+    """Make the table's dynamic partitions equal its Hive partitions `hive`; return (added, removed)."""
     name = partitions_def_name(info.database, info.name)
-    hive = [p.name for p in list_partitions(spark, info)]
     known = set(instance.get_dynamic_partitions(name))
     added = [key for key in hive if key not in known]
     removed = sorted(known - set(hive))

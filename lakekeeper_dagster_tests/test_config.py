@@ -39,6 +39,10 @@ def test_defaults_match_lakekeeper(tmp_path, monkeypatch):
         ({"spark_submit": {"executor_memroy": "4g"}}, "spark_submit.executor_memroy: unknown key"),
         ({"spark_submit": {"deploy_mode": "both"}}, "spark_submit.deploy_mode"),
         ({"log_level": "LOUD"}, "log_level"),
+        ({"sensor": {"min_files": 1}}, "sensor.min_files"),
+        ({"sensor": {"max_runs_per_tick": 0}}, "sensor.max_runs_per_tick"),
+        ({"table_overrides": {"db.t": {"min_fils": 5}}}, "table_overrides.db.t.min_fils: unknown key"),
+        ({"observation": {"cron_schedule": "hourly"}}, "observation.cron_schedule"),
     ],
 )
 def test_bad_values_name_the_key_and_the_file(tmp_path, data, fragment):
@@ -94,3 +98,8 @@ def test_table_selection_globs():
     assert config.tables.matches("d", "events")
     assert not config.tables.matches("d", "events_tmp")
     assert not config.tables.matches("d", "users")
+
+
+def test_min_files_per_table_override():
+    config = parse_config({"sensor": {"min_files": 20}, "table_overrides": {"db.big": {"min_files": 500}}}, "t")
+    assert (config.min_files_for("db", "big"), config.min_files_for("db", "other")) == (500, 20)

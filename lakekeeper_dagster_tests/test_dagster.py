@@ -46,12 +46,20 @@ def test_definitions_snapshot(location, database):
     assert sorted(j.name for j in location.jobs if not j.name.startswith("__")) == [
         "analyze_job",
         "cleanup_job",
+        "observe_partitions_job",
         "recover_job",
         "rollback_job",
         "sync_partitions_job",
     ]
-    assert [s.name for s in location.schedules] == ["cleanup_old_backups"]
-    assert location.schedules[0].default_status == dg.DefaultScheduleStatus.STOPPED
+    assert [s.name for s in location.schedules] == ["cleanup_old_backups", "observe_partitions_schedule"]
+    assert {s.default_status for s in location.schedules} == {dg.DefaultScheduleStatus.STOPPED}
+    assert location.schedules[1].cron_schedule == "0 * * * *"
+    (sensor,) = location.sensors
+    assert (sensor.name, sensor.default_status, sensor.minimum_interval_seconds) == (
+        "file_count_sensor",
+        dg.DefaultSensorStatus.STOPPED,
+        300,
+    )
 
 
 def _checks(result: dg.ExecuteInProcessResult) -> dict:

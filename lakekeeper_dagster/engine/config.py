@@ -64,6 +64,13 @@ class SensorThresholds(_Strict):
     max_runs_per_tick: int = Field(default=10, ge=1)
     max_partitions_per_run: int = Field(default=200, ge=1)
     failure_backoff_seconds: int = Field(default=3600, ge=0)
+    max_observations_per_tick: int = Field(default=20000, ge=1)
+
+
+class ObservationSettings(_Strict):
+    """When the observation job runs on its schedule (the schedule is off until turned on)."""
+
+    cron_schedule: str = Field(default="0 * * * *", pattern=r"^\s*(\S+\s+){4}\S+\s*$")
 
 
 class TableOverride(_Strict):
@@ -85,6 +92,7 @@ class LakekeeperConfig(_Strict):
     tables: TableSelection = Field(default_factory=TableSelection)
     metastore: MetastoreSettings = Field(default_factory=MetastoreSettings)
     sensor: SensorThresholds = Field(default_factory=SensorThresholds)
+    observation: ObservationSettings = Field(default_factory=ObservationSettings)
     table_overrides: dict[str, TableOverride] = Field(default_factory=dict)
     asset_owners: list[str] = Field(default_factory=list)
     asset_tags: dict[str, str] = Field(default_factory=dict)
@@ -99,6 +107,11 @@ class LakekeeperConfig(_Strict):
 
     def sort_columns_for(self, database: str, table: str) -> list[str]:
         return self.sort_columns.get(f"{database}.{table}", [])
+
+    def min_files_for(self, database: str, table: str) -> int:
+        """The sensor's file-count threshold for a table: its override, else `sensor.min_files`."""
+        override = self.table_overrides.get(f"{database}.{table}")
+        return override.min_files if override and override.min_files else self.sensor.min_files
 
 
 def _format_errors(error: ValidationError, source: str) -> str:

@@ -42,8 +42,13 @@ sensor:
   max_runs_per_tick: 10
   max_partitions_per_run: 200
   failure_backoff_seconds: 3600  # do not re-request a partition whose compaction failed this recently
+  max_observations_per_tick: 20000  # observations read per tick; the cursor pages through the rest
 table_overrides: {}
 #   mydb.events: {min_files: 50}
+
+# --- Observation job (file counts per partition, recorded as asset observations) -----------------
+observation:
+  cron_schedule: "0 * * * *"     # when observe_partitions_schedule runs (it is off until turned on)
 
 # --- Dagster asset metadata ------------------------------------------------------------------------
 asset_owners: []                 # e.g. ["team:data-platform", "someone@example.com"]

@@ -1,0 +1,225 @@
+"""Observations and the file-count sensor on a real instance, real Spark, a real metastore and real files."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from lakekeeper_dagster.assets import asset_key
+from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.engine.config import parse_config
+from lakekeeper_dagster.observations import OBSERVE_JOB
+from lakekeeper_dagster.partitions import partitions_def_name
+from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG
+from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
+
+DAYS = [{"date": f"2024-02-0{day}"} for day in (1, 2, 3, 4)]
+NAMES = [f"date={d['date']}" for d in DAYS]
+
+
+@pytest.fixture
+def tables(spark, database, data_dir):
+    """`ev`: 4 partitions of 3 files, two of them topped up to 7; `flat`: 5 files (override: min_files 10)."""
+    make_table(spark, database, "ev", data_dir / "ev", partitions=DAYS, files=3, rows=60)
+    for index in (0, 2):
+        write_files(spark, f"file:{data_dir / 'ev' / NAMES[index]}", 1000 + index * 100, 40, 4, "parquet")
+    make_table(spark, database, "flat", data_dir / "flat", files=5)
+    return data_dir
+
+
+def definitions(spark, metastore, database, **settings):
+    config = parse_config(
+        {
+            "tables": {"databases": [database]},
+            "metastore": {"uri": metastore.uri},
+            "sensor": {"min_files": 5, **settings},
+            "table_overrides": {f"{database}.flat": {"min_files": 10}},
+        },
+        "test",
+    )
+    return build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+
+
+def observations_of(result: dg.ExecuteInProcessResult) -> dict:
+    found = {}
+    for event in result.all_events:
+        if event.event_type == dg.DagsterEventType.ASSET_OBSERVATION:
+            observation = event.event_specific_data.asset_observation
+            found[(observation.asset_key.path[-1], observation.partition)] = {
+                k: v.value for k, v in observation.metadata.items()
+            }
+    return found
+
+
+def run_observation(defs, instance) -> dict:
+    result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance)
+    assert result.success
+    return observations_of(result)
+
+
+def tick(defs, instance, cursor=None) -> dg.SensorResult:
+    sensor = defs.get_sensor_def(SENSOR_NAME)
+    return sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+
+
+def launch(defs, instance, request: dg.RunRequest, raise_on_error=True) -> dg.ExecuteInProcessResult:
+    """Execute what the sensor requested, with its tags and run config, as the daemon would launch it."""
+    return defs.get_implicit_global_asset_job_def().execute_in_process(
+        instance=instance,
+        asset_selection=list(request.asset_selection),
+        partition_key=request.partition_key,
+        tags=dict(request.tags),
+        run_config=request.run_config,
+        raise_on_error=raise_on_error,
+    )
+
+
+def test_observation_job_records_file_counts_and_follows_hive_partitions(spark, metastore, database, tables):
+    defs = definitions(spark, metastore, database)
+    name = partitions_def_name(database, "ev")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(name, ["date=1999-01-01"])  # gone from Hive: removed
+        observed = run_observation(defs, instance)
+        assert instance.get_dynamic_partitions(name) == NAMES
+        for partition in NAMES:
+            files = data_files(tables / "ev" / partition)
+            figures = observed[("ev", partition)]
+            assert figures["file_count"] == len(files)
+            assert figures["total_bytes"] == sum(f.stat().st_size for f in files)
+            assert figures["needs_compaction"] is True and figures["target_files"] == 1
+        assert [observed[("ev", p)]["file_count"] for p in NAMES] == [7, 3, 7, 3]
+        assert observed[("flat", None)]["file_count"] == 5
+        assert sorted(observed) == sorted([("ev", p) for p in NAMES] + [("flat", None)])
+        # The observations are in the event log, per partition, for the UI and the sensor.
+        stored = instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=asset_key(database, "ev"), asset_partitions=[NAMES[0]]), limit=5
+        ).records
+        assert [r.asset_observation.metadata["file_count"].value for r in stored] == [7]
+
+
+def test_sensor_requests_partitions_over_threshold_once_and_its_cursor_survives_a_restart(
+    spark, metastore, database, tables, tmp_path
+):
+    defs = definitions(spark, metastore, database)
+    home = tmp_path / "home"
+    home.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        run_observation(defs, instance)
+        first = tick(defs, instance)
+        (request,) = first.run_requests  # one run for the two partitions of ev; flat is under its override
+        assert request.asset_selection == [asset_key(database, "ev")]
+        assert request.tags[TABLE_TAG] == f"{database}.ev"
+        assert (
+            request.tags["dagster/asset_partition_range_start"],
+            request.tags["dagster/asset_partition_range_end"],
+        ) == (
+            NAMES[0],
+            NAMES[2],
+        )
+        assert request.run_config["ops"][f"hive__{database}__ev"]["config"]["partitions"] == [NAMES[0], NAMES[2]]
+        second = tick(defs, instance, first.cursor)
+        assert second.run_requests == [] and second.cursor == first.cursor
+    with dg.DagsterInstance.from_config(str(home)) as restarted:
+        assert tick(defs, restarted, first.cursor).run_requests == []
+        assert json.loads(first.cursor)[f"{database}.ev"] > 0
+
+
+def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, database, tables, monkeypatch, capfd):
+    defs = definitions(spark, metastore, database)
+    job = defs.get_implicit_global_asset_job_def()
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        first = tick(defs, instance)
+        (request,) = first.run_requests
+        # The daemon turns the request into a run; the partitions are observed again before it starts.
+        pending = instance.create_run_for_job(
+            job_def=job,
+            run_config=request.run_config,
+            tags=dict(request.tags),
+            status=dg.DagsterRunStatus.NOT_STARTED,
+            asset_selection=frozenset(request.asset_selection),
+        )
+        run_observation(defs, instance)
+        capfd.readouterr()
+        assert tick(defs, instance, first.cursor).run_requests == []
+        log = capfd.readouterr().err
+        assert "already being compacted or requested, not requested again: date=2024-02-01, date=2024-02-03" in log
+
+        # The run fails for real: verification finds a staged file missing, nothing is swapped.
+        instance.delete_run(pending.run_id)
+        before = rows_of(spark, f"{database}.ev")
+        monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-staged-file")
+        failed = launch(defs, instance, request, raise_on_error=False)
+        monkeypatch.delenv("LAKEKEEPER_FAULT")
+        assert not failed.success
+        assert rows_of(spark, f"{database}.ev") == before
+        assert len(data_files(tables / "ev" / NAMES[0])) == 7
+
+        run_observation(defs, instance)
+        capfd.readouterr()
+        assert tick(defs, instance, first.cursor).run_requests == []
+        log = capfd.readouterr().err
+        assert f"{database}.ev: backing off 2 partition(s) whose last compaction failed" in log
+        assert failed.run_id[:8] in log
+
+        # Without a back-off the same partitions are requested again.
+        again = definitions(spark, metastore, database, failure_backoff_seconds=0)
+        run_observation(again, instance)
+        (retry,) = tick(again, instance, first.cursor).run_requests
+        assert retry.run_config["ops"][f"hive__{database}__ev"]["config"]["partitions"] == [NAMES[0], NAMES[2]]
+
+
+def test_observe_sensor_compact_observe_again(spark, metastore, database, tables):
+    """End to end: many small files -> observation -> sensor -> the requested run -> observed below threshold."""
+    defs = definitions(spark, metastore, database, max_partitions_per_run=1, max_runs_per_tick=1)
+    before = rows_of(spark, f"{database}.ev")
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        cursor = None
+        launched = []
+        for _ in range(3):  # one partition per run and one run per tick: the cursor pages through the rest
+            result = tick(defs, instance, cursor)
+            cursor = result.cursor
+            for request in result.run_requests:
+                run = launch(defs, instance, request)
+                assert run.success
+                launched.append(request.partition_key)
+        assert launched == [NAMES[0], NAMES[2]]
+        assert [len(data_files(tables / "ev" / p)) for p in NAMES] == [1, 3, 1, 3]
+        assert rows_of(spark, f"{database}.ev") == before
+        observed = run_observation(defs, instance)
+        assert [observed[("ev", p)]["file_count"] for p in NAMES] == [1, 3, 1, 3]
+        assert observed[("ev", NAMES[0])]["needs_compaction"] is False
+        assert tick(defs, instance, cursor).run_requests == []
+
+
+def test_one_run_compacts_exactly_the_requested_partitions_of_its_range(spark, metastore, database, tables):
+    defs = definitions(spark, metastore, database)
+    before = rows_of(spark, f"{database}.ev")
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        (request,) = tick(defs, instance).run_requests
+        result = launch(defs, instance, request)
+        assert result.success
+        assert [len(data_files(tables / "ev" / p)) for p in NAMES] == [1, 3, 1, 3]  # date=...02 was in the range
+        assert rows_of(spark, f"{database}.ev") == before
+        checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+        assert checks["row_count_preserved"].metadata["before"].value == {NAMES[0]: 100, NAMES[2]: 100}
+
+
+def test_a_partition_list_outside_the_run_is_refused_untouched(spark, metastore, database, tables):
+    defs = definitions(spark, metastore, database)
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        request = dg.RunRequest(
+            asset_selection=[asset_key(database, "ev")],
+            partition_key=NAMES[1],
+            run_config={"ops": {f"hive__{database}__ev": {"config": {"partitions": [NAMES[0]]}}}},
+        )
+        result = launch(defs, instance, request, raise_on_error=False)
+    assert not result.success
+    failure = result.failure_data_for_node(f"hive__{database}__ev")
+    assert "does not cover: date=2024-02-01" in failure.error.message
+    assert len(data_files(tables / "ev" / NAMES[0])) == 7
