@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
 from lakekeeper_dagster.assets import build_table_asset
@@ -46,6 +48,28 @@ def build_definitions(
     )
 
 
+def register_pools(instance: dg.DagsterInstance, definitions: dg.Definitions) -> list[str]:
+    """Give every table's pool its limit row (at the instance's `default_limit`) before any of its runs is queued.
+
+    Dagster 1.13 enforces a pool's default limit only from the dequeue tick after the first one that sees the pool:
+    two runs of a new table queued before that tick would both start. Pools that already have a row (a limit set
+    by `dagster instance concurrency set`, or registered before) are left as they are. Returns the pools added.
+    """
+    storage = instance.event_log_storage
+    if instance.global_op_concurrency_default_limit is None:
+        return []  # the instance sets no default limit: nothing to enforce (see dagster.yaml)
+    known = set(storage.get_concurrency_keys())
+    pools = sorted({a.op.pool for a in definitions.assets if isinstance(a, dg.AssetsDefinition) and a.op.pool})
+    added = [pool for pool in pools if pool not in known]
+    for pool in added:
+        storage.initialize_concurrency_limit_to_default(pool)
+    return added
+
+
 @dg.definitions
 def defs() -> dg.Definitions:
-    return build_definitions(load_config())
+    definitions = build_definitions(load_config())
+    if os.environ.get("DAGSTER_HOME"):  # the code server, daemon and webserver share this instance
+        with dg.DagsterInstance.get() as instance:
+            register_pools(instance, definitions)
+    return definitions

@@ -7,7 +7,7 @@ import pytest
 
 from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET, asset_key
 from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.definitions import build_definitions, register_pools, spark_resource_for
 from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.partitions import partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
@@ -191,6 +191,13 @@ def test_project_instance_settings_give_each_table_one_run_at_a_time(location, d
         pools = instance.get_concurrency_config().pool_config
         assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        # Loading the code location registers each table's pool, so the first queue tick already enforces it.
+        assert register_pools(instance, location) == [f"lakekeeper/{database}.ev", f"lakekeeper/{database}.flat"]
+        assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {
+            f"lakekeeper/{database}.ev": 1,
+            f"lakekeeper/{database}.flat": 1,
+        }
+        assert register_pools(instance, location) == []
     assert location.get_assets_def(asset_key(database, "ev")).op.pool == f"lakekeeper/{database}.ev"
 
 
