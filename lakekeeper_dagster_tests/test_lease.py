@@ -74,6 +74,7 @@ def _foreign_lease(directory, age_seconds: float) -> None:
     lease = directory / "lease"
     owner = {"host": "another-host", "pid": 1, "run_id": "r", "owner": "", "started_at": 0.0, "token": "t"}
     lease.write_text(json.dumps(owner))
+    (directory / ".lease.crc").unlink(missing_ok=True)  # Hadoop's local checksum of an earlier lease
     past = time.time() - age_seconds
     os.utime(lease, (past, past))
 
@@ -88,3 +89,29 @@ def test_a_lease_from_another_host_is_taken_over_only_when_not_renewed(spark, da
     (result,) = compact_table(spark, database, "far", OPTIONS)
     assert result.status == "compacted"
     assert len(rows_of(spark, table)) == 200
+
+
+@pytest.mark.slow
+def test_a_run_whose_lease_was_taken_over_stops_before_the_swap(spark, metastore, database, data_dir, tmp_path):
+    """Fencing: a process that stalled past the timeout while another host took its lease never swaps."""
+    table = make_table(spark, database, "fenced", data_dir / "fenced", partitions=DATES[:1], files=3)
+    before = rows_of(spark, table)
+    proc = run_cli(
+        ["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "sleep@backed_up:6"}, wait=False
+    )
+    state = data_dir / ".lakekeeper-fenced"
+    deadline = time.monotonic() + 120
+    while not any("backed_up" in p.read_text() for p in (state / "journal").rglob("*.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.2)
+    _foreign_lease(state, age_seconds=0)  # what a taker on another host leaves after the stale-lease takeover
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out + err[-3000:]
+    assert "lost its lease before the swap of" in out and "(now: host another-host, pid 1" in out
+    assert len(data_files(data_dir / "fenced" / "date=2024-01-01")) == 3
+    assert rows_of(spark, table) == before
+    # The new holder finishes; the next run recovers the interrupted one (rolled back: its swap never began).
+    (state / "lease").unlink()
+    (result,) = compact_table(spark, database, "fenced", OPTIONS)
+    assert result.status == "compacted" and result.files_after == 1
+    assert rows_of(spark, table) == before

@@ -195,6 +195,7 @@ class _Run:
     schema: StructType
     sort_columns: tuple[str, ...]
     journal: Journal
+    lease: TableLease
 
     def ensure_backup(self) -> str:
         if self.journal.backup_table is None:
@@ -309,6 +310,7 @@ def _compact_unit(run: _Run, index: int, plan: PartitionPlan, files: list[DataFi
         _wait_for_writers(storage, unit, label)
         _refuse_subdirectories(storage, unit, label)
         _check_snapshot_intact(storage, unit, files, label)
+        run.lease.ensure_held(f"the swap of {label}")
         journal.record(storage, SWAPPING, index)
         kill_point(SWAPPING)
         try:
@@ -429,7 +431,7 @@ def compact_table(
     sort_columns = resolve_sort_columns(info, options.sort_columns)
     targets = _targets(spark, info, partitions)
     run_id = new_run_id()
-    with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, options.owner):
+    with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, options.owner) as lease:
         recover_table(spark, storage, info)  # a crashed run may have left the location mid-swap
         if not storage.exists(info.location):
             raise unreachable
@@ -483,7 +485,7 @@ def compact_table(
         ]
         journal = Journal.new(info.location, info.database, info.name, run_id, COMPACT, options.owner, units)
         journal.start(storage)
-        run = _Run(spark, storage, info, options, data_schema(info), sort_columns, journal)
+        run = _Run(spark, storage, info, options, data_schema(info), sort_columns, journal, lease)
         for index, (plan, files, _spec) in enumerate(work):
             results.append(_compact_unit(run, index, plan, files))
         finish_run(spark, storage, info, journal)

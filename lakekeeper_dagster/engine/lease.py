@@ -70,6 +70,7 @@ class TableLease:
         self.timeout = timeout_seconds or float(os.environ.get("LAKEKEEPER_LEASE_TIMEOUT", DEFAULT_TIMEOUT_SECONDS))
         self.renew_every = renew_seconds or min(DEFAULT_RENEW_SECONDS, self.timeout / 4)
         self.took_over: LeaseOwner | None = None
+        self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -84,17 +85,20 @@ class TableLease:
             return None
         return LeaseOwner(**data)
 
+    def _filesystem_now(self) -> int:
+        """The filesystem's clock (ms): the modification time of a probe file written now."""
+        probe = child(self.state_directory, f".probe-{self.me.token}")
+        self.storage.write_text(probe, "")
+        try:
+            return self.storage.modification_time(probe)
+        finally:
+            self.storage.delete(probe)
+
     def is_stale(self, holder: LeaseOwner) -> bool:
         """Owner gone (same host) or not renewed within the timeout (judged by the filesystem's clock)."""
         if holder.host == socket.gethostname():
             return not process_alive(holder.pid)
-        probe = child(self.state_directory, f".probe-{self.me.token}")
-        self.storage.write_text(probe, "")
-        try:
-            now = self.storage.modification_time(probe)
-        finally:
-            self.storage.delete(probe)
-        return (now - self.storage.modification_time(self.location)) / 1000.0 > self.timeout
+        return (self._filesystem_now() - self.storage.modification_time(self.location)) / 1000.0 > self.timeout
 
     def acquire(self) -> TableLease:
         """Take the lease, taking over a stale one; fail fast naming the holder when it is live."""
@@ -126,8 +130,24 @@ class TableLease:
         while not self._stop.wait(self.renew_every):
             holder = self.holder()
             if holder is None or holder.token != self.me.token:
-                return  # lost (taken over after we stalled): stop renewing someone else's lease
-            self.storage.write_text(self.location, self._payload())
+                self.lost = True  # taken over after we stalled: stop renewing someone else's lease
+                return
+            try:  # renew the time only: never rewrite the content, which may by now be a taker's lease
+                self.storage.set_modification_time(self.location, self._filesystem_now())
+            except Exception:  # a renewal that cannot be written may let the lease expire under us
+                self.lost = True
+                return
+
+    def ensure_held(self, what: str) -> None:
+        """Fence before a step readers see: raise unless this process still holds the lease (read back now)."""
+        holder = self.holder()
+        if self.lost or holder is None or holder.token != self.me.token:
+            self.lost = True
+            now = f" (now: {holder.describe()})" if holder is not None and holder.token != self.me.token else ""
+            raise LeaseHeldError(
+                f"table {self.table}: this process lost its lease before {what}{now}, so it stops without "
+                "swapping. The holder recovers the table; nothing readers see was changed by this run."
+            )
 
     def release(self) -> None:
         self._stop.set()

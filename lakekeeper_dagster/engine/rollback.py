@@ -94,7 +94,7 @@ def rollback_table(
     info = load_compactable(spark, database, table)
     storage = Storage(spark)
     run_id = new_run_id()
-    with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, owner):
+    with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, owner) as lease:
         recover_table(spark, storage, info)
         chosen, compaction = _choose_backup(spark, storage, info, partition, backup)
         units = []
@@ -126,6 +126,7 @@ def rollback_table(
         journal.start(storage)
         lines = []
         for i, unit in enumerate(units):
+            lease.ensure_held(f"restoring {unit.partition or 'the table'}")
             journal.record(storage, SWAPPING, i)
             kill_point(SWAPPING)
             commit_rollback_unit(spark, storage, info, journal, i)

@@ -200,6 +200,9 @@ class Storage:
     def modification_time(self, location: str) -> int:
         return int(self._fs(location).getFileStatus(self._path(location)).getModificationTime())
 
+    def set_modification_time(self, location: str, millis: int) -> None:
+        self._fs(location).setTimes(self._path(location), millis, -1)
+
     def permission(self, location: str) -> str:
         """Octal permission string of a file or directory (e.g. `755`)."""
         status = self._fs(location).getFileStatus(self._path(location))
