@@ -1,4 +1,5 @@
-"""The demo's main job through Dagster: sync partitions, materialize (compact) every demo table, report checks."""
+"""The demo's main job through Dagster: observe file counts, let the sensor request compaction, run what it
+requested, observe again; with each table's before/after figures and check results."""
 
 from __future__ import annotations
 
@@ -8,43 +9,85 @@ import dagster as dg
 
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.partitions import partitions_def_name
+from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION, OBSERVE_JOB
+from lakekeeper_dagster.sensors import SENSOR_NAME
 
-RANGE_START = "dagster/asset_partition_range_start"
-RANGE_END = "dagster/asset_partition_range_end"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+def _observe(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, tuple[int, int, int]]:
+    """Run the observation job; per table: (units, data files, units needing compaction)."""
+    result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=QUIET)
+    totals: dict[str, tuple[int, int, int]] = {}
+    for event in result.all_events:
+        if event.event_type == dg.DagsterEventType.ASSET_OBSERVATION:
+            observation = event.event_specific_data.asset_observation
+            name = observation.asset_key.to_user_string()
+            units, files, needing = totals.get(name, (0, 0, 0))
+            metadata = observation.metadata
+            totals[name] = (
+                units + 1,
+                files + metadata[FILE_COUNT].value,
+                needing + bool(metadata[NEEDS_COMPACTION].value),
+            )
+    return totals
+
+
+def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+    return defs.get_sensor_def(SENSOR_NAME)(context)
+
+
+def _report_run(key: str, result: dg.ExecuteInProcessResult) -> None:
+    # A run over several partitions records its totals on each of them: report them once.
+    for materialization in result.get_asset_materialization_events()[:1]:
+        m = {k: v.value for k, v in materialization.materialization.metadata.items()}
+        print(
+            f"  {key}: materialized ({m['partitions_compacted']} compacted, {m['partitions_skipped']} skipped, "
+            f"{m['partitions_failed']} failed): files {m['files_before']} -> {m['files_after']}, rows {m['rows']}, "
+            f"backup {m['backup_table'] or '-'}"
+        )
+    for check in result.get_asset_check_evaluations():
+        print(f"    check {check.check_name}: {'passed' if check.passed else 'FAILED'}")
+    if not result.success:
+        print(f"  {key}: run failed (see `make ui`, run {result.run_id})")
+
+
 def run_demo(config: LakekeeperConfig, database: str, dagster_home: Path) -> bool:
-    """Materialize every table of `database` on a persistent instance (seen later in the UI); True when all pass."""
+    """observe -> file_count_sensor -> the runs it requested -> observe again, on a persistent instance (seen later
+    in the UI); True when every requested run succeeded and nothing needs compaction afterwards."""
     config = config.model_copy(update={"tables": config.tables.model_copy(update={"databases": [database]})})
     defs = build_definitions(config, resource=spark_resource_for(config, stop_at_teardown=False))
     dagster_home.mkdir(parents=True, exist_ok=True)
     ok = True
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        defs.get_job_def("sync_partitions_job").execute_in_process(instance=instance, run_config=QUIET)
-        job = defs.get_implicit_global_asset_job_def()
-        for key in sorted(defs.resolve_asset_graph().get_all_asset_keys(), key=lambda k: k.to_user_string()):
-            node = defs.resolve_asset_graph().get(key)
-            tags = {}
-            if node.partitions_def is not None:
-                keys = instance.get_dynamic_partitions(partitions_def_name(key.path[1], key.path[2]))
-                tags = {RANGE_START: keys[0], RANGE_END: keys[-1]}
-            result = job.execute_in_process(
-                instance=instance, asset_selection=[key], tags=tags, raise_on_error=False, run_config=QUIET
+        before = _observe(defs, instance)
+        print(f"1. {OBSERVE_JOB}: file counts recorded as asset observations")
+        for key, (units, files, needing) in sorted(before.items()):
+            print(f"  {key}: {units} unit(s), {files} data files, {needing} need compaction")
+        tick = _tick(defs, instance, None)
+        print(f"2. {SENSOR_NAME}: {len(tick.run_requests)} run(s) requested")
+        print("3. the requested runs (one Spark session per run, all its partitions):")
+        for request in tick.run_requests:
+            key = request.asset_selection[0].to_user_string()
+            result = defs.get_implicit_global_asset_job_def().execute_in_process(
+                instance=instance,
+                asset_selection=list(request.asset_selection),
+                partition_key=request.partition_key,
+                tags=dict(request.tags),
+                run_config={**request.run_config, **QUIET},
+                raise_on_error=False,
             )
             ok &= result.success
-            # A run over several partitions records its totals on each of them: report them once.
-            for materialization in result.get_asset_materialization_events()[:1]:
-                m = {k: v.value for k, v in materialization.materialization.metadata.items()}
-                print(
-                    f"{key.to_user_string()}: materialized ({m['partitions_compacted']} compacted, "
-                    f"{m['partitions_skipped']} skipped, {m['partitions_failed']} failed): files "
-                    f"{m['files_before']} -> {m['files_after']}, rows {m['rows']}, backup {m['backup_table'] or '-'}"
-                )
-            for check in result.get_asset_check_evaluations():
-                print(f"  check {check.check_name}: {'passed' if check.passed else 'FAILED'}")
-            if not result.success:
-                print(f"{key.to_user_string()}: run failed (see `make ui`, run {result.run_id})")
-    print(f"Open the Dagster UI to see the assets, checks and runs: make ui, then http://127.0.0.1:3000 ({database})")
+            _report_run(key, result)
+        after = _observe(defs, instance)
+        print(f"4. {OBSERVE_JOB} again:")
+        for key, (units, files, needing) in sorted(after.items()):
+            print(
+                f"  {key}: {units} unit(s), files {before.get(key, (0, 0, 0))[1]} -> {files}, {needing} need compaction"
+            )
+            ok &= needing == 0
+        again = _tick(defs, instance, tick.cursor)
+        print(f"5. {SENSOR_NAME} again: {len(again.run_requests)} run(s) requested")
+    print("Open the Dagster UI to see the assets, observations, checks and runs: make ui, then http://127.0.0.1:3000")
     return ok

@@ -202,7 +202,7 @@ def test_project_instance_settings_give_each_table_one_run_at_a_time(location, d
 
 
 def test_demo_main_job_runs_through_dagster(spark, metastore, database, data_dir, tmp_path, capsys):
-    """What `make demo` runs after creating the tables, on small tables: sync, materialize all, print checks."""
+    """What `make demo` runs after creating the tables, on small tables: observe, sensor, its runs, observe again."""
     from lakekeeper_dagster.demo_run import run_demo
 
     make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=3)
@@ -212,10 +212,15 @@ def test_demo_main_job_runs_through_dagster(spark, metastore, database, data_dir
     assert run_demo(config, database, tmp_path / "home") is True
     captured = capsys.readouterr()
     out = captured.out
+    assert f"hive/{database}/ev: 2 unit(s), 6 data files, 2 need compaction" in out
+    assert "file_count_sensor: 2 run(s) requested" in out
     assert f"hive/{database}/ev: materialized (2 compacted, 0 skipped, 0 failed): files 6 -> 2, rows 400" in out
     assert f"hive/{database}/flat: materialized (1 compacted, 0 skipped, 0 failed): files 4 -> 1, rows 200" in out
     assert out.count("check row_count_preserved: passed") == 2 and "FAILED" not in out
     assert out.count(f"hive/{database}/ev: materialized") == 1 and "STEP_START" not in captured.err
+    assert f"hive/{database}/ev: 2 unit(s), files 6 -> 2, 0 need compaction" in out
+    assert f"hive/{database}/flat: 1 unit(s), files 4 -> 1, 0 need compaction" in out
+    assert "file_count_sensor again: 0 run(s) requested" in out
     assert "make ui" in out
     assert rows_of(spark, f"{database}.ev") == before
     assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
