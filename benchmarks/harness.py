@@ -69,6 +69,7 @@ class Bench:
         from spark_resources.settings import SparkSubmitSettings
 
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        (BENCH_HOME / "results").mkdir(parents=True, exist_ok=True)
         self.metastore = MetastoreServer(home=self.work_dir / "metastore", uri=f"thrift://127.0.0.1:{free_port()}")
         self.metastore.start()
         self.warehouse = self.metastore.warehouse_dir.as_uri()
@@ -231,6 +232,8 @@ class Bench:
             f"content {'ok' if check['content_preserved'] else 'CHANGED'}"
         )
         self.drop(table, location)
+        with open(BENCH_HOME / "results" / "runs.jsonl", "a") as runs:  # every run, even of an interrupted benchmark
+            runs.write(json.dumps({"data": spec.name, **result}) + "\n")
         return result
 
 
