@@ -1,0 +1,163 @@
+"""One contender's run in its own process (its own Spark JVM, as a user's run would be).
+
+    python -m benchmarks.contenders ours|bare-each|bare-onejob --metastore-uri U --warehouse W --table D.T \
+        --block-size-mb 128 --ratio 10 [--output DIR] --result result.json
+
+- `ours`: `compact_table` of the engine, the full protocol, with the time of each step (benchmarks/steps.py).
+- `bare-each`: the floor, partition after partition in one session: read the partition's files with the table's
+  schema, coalesce to the same target count, write them to `--output` (no backup, no verification, no swap).
+- `bare-onejob`: the floor, every partition in one Spark job: one read of all partition directories, a shuffle
+  that puts each (partition, bucket < target) on one task, one write partitioned by the partition column.
+
+The result file holds the wall time of each phase measured inside the process; the caller measures the whole
+process (Python and JVM start-up included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections import Counter
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+
+def start_session(metastore_uri: str, warehouse: str, app_name: str):
+    from spark_resources.session import hive_spark_conf, start_spark_session
+    from spark_resources.settings import SparkSubmitSettings
+
+    conf = hive_spark_conf(SparkSubmitSettings(master="local[2]"), metastore_uri, warehouse, app_name=app_name)
+    return start_spark_session(conf)
+
+
+def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None) -> dict:
+    from benchmarks.steps import StepClock
+    from lakekeeper_dagster.engine.compaction import CompactionOptions, compact_table
+    from lakekeeper_dagster.engine.planning import Thresholds
+
+    clock = StepClock()
+    clock.install()
+    started = time.perf_counter()
+    results = compact_table(
+        spark, database, table, CompactionOptions(thresholds=Thresholds(block_size_mb * MIB, ratio))
+    )
+    work = time.perf_counter() - started
+    statuses = Counter(r.status for r in results)
+    compacted = [r for r in results if r.status == "compacted"]
+    return {
+        "work_s": round(work, 3),
+        "steps_s": clock.report(work),
+        "step_calls": dict(clock.calls),
+        "units": dict(statuses),
+        "files_before": sum(r.files_before for r in results),
+        "files_after": sum(r.files_after for r in results),
+        "rows_verified": sum(r.rows_before or 0 for r in compacted),
+        "all_verified": all(r.row_count_preserved and r.checksum_matches for r in compacted),
+        "failures": [r.reason for r in results if r.status == "failed"][:3],
+    }
+
+
+def _plan(spark, database: str, table: str, block_size_mb: int):
+    """(table schema without partition columns, partition column, [(dir name, location, target files)])."""
+    from lakekeeper_dagster.engine.storage import Storage
+
+    info_table = spark.table(f"`{database}`.`{table}`")
+    partition_columns = [
+        c.name
+        for c in spark.catalog.listColumns(table, database)
+        if c.isPartition  # type: ignore[attr-defined]
+    ]
+    schema = info_table.drop(*partition_columns).schema
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED `{database}`.`{table}` AS JSON").collect()[0][0]
+    location = json.loads(location)["location"]
+    storage = Storage(spark)
+    units = []
+    for name in storage.list_names(location, directories=True):
+        if name.startswith((".", "_")):
+            continue
+        files = storage.list_data_files(f"{location}/{name}")
+        units.append(
+            (name, f"{location}/{name}", max(1, math.ceil(sum(f.size for f in files) / (block_size_mb * MIB))))
+        )
+    return schema, partition_columns, units
+
+
+def run_bare_each(spark, database: str, table: str, block_size_mb: int, _ratio: float, output: str) -> dict:
+    started = time.perf_counter()
+    schema, _columns, units = _plan(spark, database, table, block_size_mb)
+    planned = time.perf_counter()
+    for name, location, target in units:
+        spark.read.schema(schema).parquet(location).coalesce(target).write.mode("errorifexists").option(
+            "compression", "snappy"
+        ).parquet(f"{output}/{name}")
+    work = time.perf_counter() - started
+    return {
+        "work_s": round(work, 3),
+        "steps_s": {"listing": round(planned - started, 3), "read+write": round(work - (planned - started), 3)},
+        "units": {"written": len(units)},
+    }
+
+
+def run_bare_onejob(spark, database: str, table: str, block_size_mb: int, _ratio: float, output: str) -> dict:
+    from pyspark.sql import functions as F
+
+    started = time.perf_counter()
+    schema, columns, units = _plan(spark, database, table, block_size_mb)
+    (column,) = columns
+    planned = time.perf_counter()
+    targets = {name.split("=", 1)[1]: target for name, _location, target in units}
+    base = spark.sql(f"DESCRIBE TABLE EXTENDED `{database}`.`{table}` AS JSON").collect()[0][0]
+    df = spark.read.schema(schema).option("basePath", json.loads(base)["location"]).parquet(*(u[1] for u in units))
+    df = df.withColumn(column, F.col(column).cast("string"))
+    if max(targets.values()) == 1:
+        bucket = F.lit(0)
+    else:
+        target = F.lit(1)
+        for value, count in targets.items():
+            target = F.when(F.col(column) == value, F.lit(count)).otherwise(target)
+        bucket = F.pmod(F.xxhash64(*[F.col(f.name) for f in schema.fields]), target)
+    tasks = max(int(spark.conf.get("spark.sql.shuffle.partitions")), 1)
+    df = df.repartition(tasks, F.col(column), bucket)
+    df.write.mode("errorifexists").option("compression", "snappy").partitionBy(column).parquet(output)
+    work = time.perf_counter() - started
+    return {
+        "work_s": round(work, 3),
+        "steps_s": {"listing": round(planned - started, 3), "read+shuffle+write": round(work - (planned - started), 3)},
+        "units": {"written": len(units)},
+    }
+
+
+RUNNERS = {"ours": run_ours, "bare-each": run_bare_each, "bare-onejob": run_bare_onejob}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("contender", choices=sorted(RUNNERS))
+    parser.add_argument("--metastore-uri", required=True)
+    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--block-size-mb", type=int, default=128)
+    parser.add_argument("--ratio", type=float, default=10.0)
+    parser.add_argument("--output")
+    parser.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+    database, table = args.table.split(".", 1)
+    started = time.perf_counter()
+    spark = start_session(args.metastore_uri, args.warehouse, f"bench-{args.contender}")
+    session = time.perf_counter() - started
+    result = RUNNERS[args.contender](spark, database, table, args.block_size_mb, args.ratio, args.output)
+    stopping = time.perf_counter()
+    spark.stop()
+    result.update(
+        contender=args.contender,
+        session_start_s=round(session, 3),
+        stop_s=round(time.perf_counter() - stopping, 3),
+    )
+    Path(args.result).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Time spent in each protocol step of the engine, measured from outside it.
+
+The engine records no timings, so this wraps its step functions (by module attribute, for the length of one
+process) and charges each call's *own* time (minus the wrapped steps called inside it) to its step. A wrapped
+name that disappears from the engine makes `install` fail loudly instead of silently measuring nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import time
+from collections import defaultdict
+
+# (module, attribute path, step). Order does not matter: nesting is resolved at run time.
+STEPS = [
+    ("lakekeeper_dagster.engine.compaction", "load_compactable", "metadata"),
+    ("lakekeeper_dagster.engine.compaction", "_targets", "metadata"),
+    ("lakekeeper_dagster.engine.lease", "TableLease.__enter__", "lease"),
+    ("lakekeeper_dagster.engine.lease", "TableLease.__exit__", "lease"),
+    ("lakekeeper_dagster.engine.compaction", "recover_table", "recovery check"),
+    ("lakekeeper_dagster.engine.compaction", "refuse_leftovers", "recovery check"),
+    # Only at top level (the snapshot before planning, the staged output): inside another step it is that step's.
+    ("lakekeeper_dagster.engine.storage", "Storage.list_data_files", "listing"),
+    ("lakekeeper_dagster.engine.compaction", "_write_unit", "write"),
+    ("lakekeeper_dagster.engine.compaction", "fingerprint", "verify"),
+    ("lakekeeper_dagster.engine.compaction", "_Run.ensure_backup", "backup"),
+    ("lakekeeper_dagster.engine.backup", "add_partition", "backup"),
+    ("lakekeeper_dagster.engine.compaction", "_wait_for_writers", "re-list"),
+    ("lakekeeper_dagster.engine.compaction", "_refuse_subdirectories", "re-list"),
+    ("lakekeeper_dagster.engine.compaction", "_check_snapshot_intact", "re-list"),
+    ("lakekeeper_dagster.engine.commit", "finish_swap", "swap"),
+    ("lakekeeper_dagster.engine.compaction", "commit_unit", "commit (backup location, cache refresh, stats)"),
+    ("lakekeeper_dagster.engine.compaction", "finish_run", "finish run"),
+    ("lakekeeper_dagster.engine.journal", "Journal.start", "journal"),
+    ("lakekeeper_dagster.engine.journal", "Journal.record", "journal"),
+]
+
+
+TOP_ONLY = {"listing"}
+
+
+class StepClock:
+    """Own time per step; `other` is the rest of the measured span (Python glue, unwrapped calls)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._stack: list[list[float]] = []  # per active call: [time spent in nested wrapped calls]
+
+    def wrap(self, function, step: str, top_only: bool = False):
+        clock = self
+
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            if top_only and clock._stack:
+                return function(*args, **kwargs)
+            clock._stack.append([0.0])
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - started
+                nested = clock._stack.pop()[0]
+                clock.seconds[step] += elapsed - nested
+                clock.calls[step] += 1
+                if clock._stack:
+                    clock._stack[-1][0] += elapsed
+
+        return timed
+
+    def install(self) -> None:
+        for module_name, path, step in STEPS:
+            owner = importlib.import_module(module_name)
+            *parents, attribute = path.split(".")
+            for parent in parents:
+                owner = getattr(owner, parent)
+            if not hasattr(owner, attribute):
+                raise AttributeError(f"{module_name}.{path} no longer exists: update benchmarks/steps.py")
+            setattr(owner, attribute, self.wrap(getattr(owner, attribute), step, top_only=step in TOP_ONLY))
+
+    def report(self, total: float) -> dict[str, float]:
+        steps = {k: round(v, 3) for k, v in sorted(self.seconds.items(), key=lambda kv: -kv[1])}
+        steps["other"] = round(total - sum(self.seconds.values()), 3)
+        return steps
