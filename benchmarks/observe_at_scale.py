@@ -1,0 +1,144 @@
+"""3. Observation at scale: the observation job over N partitions of tiny files (wall time, where it goes, driver
+memory) and file_count_sensor's tick time on the N observations it recorded.
+
+    PYTHONPATH=. nice -n 15 .venv/bin/python -m benchmarks.observe_at_scale --partitions 10000 --files 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from benchmarks.machine import describe
+from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.engine.analyze import table_units
+from lakekeeper_dagster.engine.catalog import read_table
+from lakekeeper_dagster.engine.config import parse_config
+from lakekeeper_dagster.engine.listing import list_directories
+from lakekeeper_dagster.observations import OBSERVE_JOB
+from lakekeeper_dagster.sensors import SENSOR_NAME
+from spark_resources.metastore import MetastoreServer, free_port
+from spark_resources.session import hive_spark_conf, start_spark_session
+from spark_resources.settings import SparkSubmitSettings
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def make_table(spark, root: Path, partitions: int, files: int) -> None:
+    """`bench.wide`: `partitions` partition directories of `files` tiny files each (never read, only listed)."""
+    for p in range(partitions):
+        directory = root / f"p={p:05d}"
+        directory.mkdir(parents=True)
+        for f in range(files):
+            (directory / f"part-{f:05d}.parquet").write_bytes(b"x" * (100 + f))
+    spark.sql("CREATE DATABASE bench")
+    spark.sql(
+        f"CREATE EXTERNAL TABLE bench.wide (id BIGINT) PARTITIONED BY (p STRING) STORED AS PARQUET "
+        f"LOCATION 'file:{root}'"
+    )
+    spark.sql("MSCK REPAIR TABLE bench.wide")
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def jvm_used_mib(spark) -> float:
+    runtime = spark._jvm.java.lang.Runtime.getRuntime()
+    return (runtime.totalMemory() - runtime.freeMemory()) / 1024 / 1024
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--files", type=int, default=3, help="tiny files per partition")
+    parser.add_argument("--ticks", type=int, default=3, help="sensor evaluations timed (median reported)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="lk-observe-bench-") as tmp:
+        work = Path(tmp)
+        metastore = MetastoreServer(home=work / "metastore", uri=f"thrift://127.0.0.1:{free_port()}")
+        metastore.start()
+        try:
+            conf = hive_spark_conf(
+                SparkSubmitSettings(master="local[2]"), metastore.uri, (work / "warehouse").as_uri(), "observe-bench"
+            )
+            spark = start_spark_session(conf)
+            started = time.monotonic()
+            make_table(spark, work / "wide", args.partitions, args.files)
+            setup_seconds = time.monotonic() - started
+
+            info = read_table(spark, "bench", "wide")
+            started = time.monotonic()
+            units = table_units(spark, info)
+            metastore_seconds = time.monotonic() - started
+            started = time.monotonic()
+            listing = list_directories(spark, [location for _, location in units])
+            listing_seconds = time.monotonic() - started
+            assert sum(s.file_count for s in listing.stats.values()) == args.partitions * args.files
+
+            config = parse_config(
+                {"tables": {"databases": ["bench"]}, "metastore": {"uri": metastore.uri}, "sensor": {"min_files": 2}},
+                "benchmark",
+            )
+            defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+            rss_before = peak_rss_mib()
+            (work / "dagster_home").mkdir()
+            with dg.DagsterInstance.from_config(str(work / "dagster_home")) as instance:
+                started = time.monotonic()
+                result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=QUIET)
+                job_seconds = time.monotonic() - started
+                assert result.success
+                observations = sum(e.event_type == dg.DagsterEventType.ASSET_OBSERVATION for e in result.all_events)
+                rss_after = peak_rss_mib()
+                jvm_after = jvm_used_mib(spark)
+                ticks, requested = [], []
+                for _ in range(args.ticks):
+                    started = time.monotonic()
+                    tick = defs.get_sensor_def(SENSOR_NAME)(
+                        dg.build_sensor_context(instance=instance, definitions=defs)
+                    )
+                    ticks.append(time.monotonic() - started)
+                    requested = [
+                        len(op["config"]["partitions"])
+                        for r in tick.run_requests
+                        for op in r.run_config["ops"].values()
+                    ]
+            spark.stop()
+        finally:
+            metastore.stop()
+
+    figures = {
+        "machine": describe(),
+        "partitions": args.partitions,
+        "files_per_partition": args.files,
+        "setup_seconds": round(setup_seconds, 1),
+        "metastore_partition_listing_seconds": round(metastore_seconds, 2),
+        "spark_file_listing_seconds": round(listing_seconds, 2),
+        "observation_job_seconds": round(job_seconds, 1),
+        "observations_recorded": observations,
+        "driver_python_peak_rss_mib_before_job": round(rss_before, 1),
+        "driver_python_peak_rss_mib_after_job": round(rss_after, 1),
+        "driver_jvm_heap_used_mib_after_job": round(jvm_after, 1),
+        "sensor_tick_seconds": [round(t, 2) for t in ticks],
+        "sensor_tick_seconds_median": round(statistics.median(ticks), 2),
+        "runs_requested_per_tick": len(requested),
+        "partitions_requested_per_tick": sum(requested),
+    }
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
