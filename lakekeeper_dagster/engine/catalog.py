@@ -83,17 +83,19 @@ def list_partitions(spark: SparkSession, info: TableInfo) -> list[PartitionInfo]
     if not info.is_partitioned:
         return []
     jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path  # looked up once: each py4j lookup is a round trip
     partitions = external_catalog(spark).listPartitions(info.database, info.name, jvm.scala.Option.empty())
     result = []
-    for partition in scala_seq(partitions):
+    for partition in scala_seq(partitions):  # a few py4j calls per partition, none per file
         spec_map = partition.spec()
-        spec = {}
-        for column in info.partition_columns:
-            value = spec_map.get(column)
-            spec[column] = None if value.isEmpty() else str(value.get())
-        location = str(jvm.org.apache.hadoop.fs.Path(partition.location()).toString())
+        spec = {column: _optional_str(spec_map.apply(column)) for column in info.partition_columns}
+        location = str(hadoop_path(partition.location()).toString())
         result.append(PartitionInfo(spec=spec, location=location))
     return sorted(result, key=lambda p: p.name)
+
+
+def _optional_str(value) -> str | None:
+    return None if value is None else str(value)
 
 
 def find_partition(spark: SparkSession, info: TableInfo, name: str) -> PartitionInfo:
