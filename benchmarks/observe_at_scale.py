@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from benchmarks import harness
 from benchmarks.machine import describe
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.analyze import table_units
@@ -24,9 +25,6 @@ from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.engine.listing import list_directories
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME
-from spark_resources.metastore import MetastoreServer, free_port
-from spark_resources.session import hive_spark_conf, start_spark_session
-from spark_resources.settings import SparkSubmitSettings
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -63,58 +61,44 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="lk-observe-bench-") as tmp:
-        work = Path(tmp)
-        metastore = MetastoreServer(home=work / "metastore", uri=f"thrift://127.0.0.1:{free_port()}")
-        metastore.start()
-        try:
-            conf = hive_spark_conf(
-                SparkSubmitSettings(master="local[2]"), metastore.uri, (work / "warehouse").as_uri(), "observe-bench"
-            )
-            spark = start_spark_session(conf)
-            started = time.monotonic()
-            make_table(spark, work / "wide", args.partitions, args.files)
-            setup_seconds = time.monotonic() - started
+    with tempfile.TemporaryDirectory(prefix="lk-observe-bench-") as tmp, harness.Bench(Path(tmp) / "bench") as bench:
+        work, spark, metastore = Path(tmp), bench.spark, bench.metastore
+        started = time.monotonic()
+        make_table(spark, work / "wide", args.partitions, args.files)
+        setup_seconds = time.monotonic() - started
 
-            info = read_table(spark, "bench", "wide")
-            started = time.monotonic()
-            units = table_units(spark, info)
-            metastore_seconds = time.monotonic() - started
-            started = time.monotonic()
-            listing = list_directories(spark, [location for _, location in units])
-            listing_seconds = time.monotonic() - started
-            assert sum(s.file_count for s in listing.stats.values()) == args.partitions * args.files
+        info = read_table(spark, "bench", "wide")
+        started = time.monotonic()
+        units = table_units(spark, info)
+        metastore_seconds = time.monotonic() - started
+        started = time.monotonic()
+        listing = list_directories(spark, [location for _, location in units])
+        listing_seconds = time.monotonic() - started
+        assert sum(s.file_count for s in listing.stats.values()) == args.partitions * args.files
 
-            config = parse_config(
-                {"tables": {"databases": ["bench"]}, "metastore": {"uri": metastore.uri}, "sensor": {"min_files": 2}},
-                "benchmark",
-            )
-            defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
-            rss_before = peak_rss_mib()
-            (work / "dagster_home").mkdir()
-            with dg.DagsterInstance.from_config(str(work / "dagster_home")) as instance:
+        config = parse_config(
+            {"tables": {"databases": ["bench"]}, "metastore": {"uri": metastore.uri}, "sensor": {"min_files": 2}},
+            "benchmark",
+        )
+        defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+        rss_before = peak_rss_mib()
+        (work / "dagster_home").mkdir()
+        with dg.DagsterInstance.from_config(str(work / "dagster_home")) as instance:
+            started = time.monotonic()
+            result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=QUIET)
+            job_seconds = time.monotonic() - started
+            assert result.success
+            observations = sum(e.event_type == dg.DagsterEventType.ASSET_OBSERVATION for e in result.all_events)
+            rss_after = peak_rss_mib()
+            jvm_after = jvm_used_mib(spark)
+            ticks, requested = [], []
+            for _ in range(args.ticks):
                 started = time.monotonic()
-                result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=QUIET)
-                job_seconds = time.monotonic() - started
-                assert result.success
-                observations = sum(e.event_type == dg.DagsterEventType.ASSET_OBSERVATION for e in result.all_events)
-                rss_after = peak_rss_mib()
-                jvm_after = jvm_used_mib(spark)
-                ticks, requested = [], []
-                for _ in range(args.ticks):
-                    started = time.monotonic()
-                    tick = defs.get_sensor_def(SENSOR_NAME)(
-                        dg.build_sensor_context(instance=instance, definitions=defs)
-                    )
-                    ticks.append(time.monotonic() - started)
-                    requested = [
-                        len(op["config"]["partitions"])
-                        for r in tick.run_requests
-                        for op in r.run_config["ops"].values()
-                    ]
-            spark.stop()
-        finally:
-            metastore.stop()
+                tick = defs.get_sensor_def(SENSOR_NAME)(dg.build_sensor_context(instance=instance, definitions=defs))
+                ticks.append(time.monotonic() - started)
+                requested = [
+                    len(op["config"]["partitions"]) for r in tick.run_requests for op in r.run_config["ops"].values()
+                ]
 
     figures = {
         "machine": describe(),
@@ -133,11 +117,8 @@ def main(argv: list[str] | None = None) -> None:
         "runs_requested_per_tick": len(requested),
         "partitions_requested_per_tick": sum(requested),
     }
-    text = json.dumps(figures, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    print(json.dumps(figures, indent=2))
+    print(f"written to {harness.write_result('observe_at_scale', figures, args.out)}")
 
 
 if __name__ == "__main__":

@@ -14,14 +14,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from benchmarks import harness
 from benchmarks.machine import describe
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.observations import OBSERVE_JOB
-from lakekeeper_dagster.sensors import SENSOR_NAME
-from spark_resources.metastore import MetastoreServer, free_port
-from spark_resources.session import hive_spark_conf, start_spark_session
-from spark_resources.settings import SparkSubmitSettings
+from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -51,51 +49,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="lk-sensor-bench-") as tmp:
-        work = Path(tmp)
-        metastore = MetastoreServer(home=work / "metastore", uri=f"thrift://127.0.0.1:{free_port()}")
-        metastore.start()
-        try:
-            conf = hive_spark_conf(
-                SparkSubmitSettings(master="local[2]"), metastore.uri, (work / "warehouse").as_uri(), "sensor-bench"
-            )
-            spark = start_spark_session(conf)
-            make_table(spark, work / "many", args.partitions, args.files, args.rows)
-            rows_before = spark.table("bench.many").count()
-            config = parse_config({"tables": {"databases": ["bench"]}, "metastore": {"uri": metastore.uri}}, "bench")
-            defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
-            (work / "dagster_home").mkdir()
-            with dg.DagsterInstance.from_config(str(work / "dagster_home")) as instance:
-                started = time.monotonic()
-                defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=QUIET)
-                observe_seconds = time.monotonic() - started
-                started = time.monotonic()
-                tick = defs.get_sensor_def(SENSOR_NAME)(dg.build_sensor_context(instance=instance, definitions=defs))
-                tick_seconds = time.monotonic() - started
-                contexts, runs = set(), []
-                started = time.monotonic()
-                for request in tick.run_requests:
-                    result = defs.get_implicit_global_asset_job_def().execute_in_process(
-                        instance=instance,
-                        asset_selection=list(request.asset_selection),
-                        partition_key=request.partition_key,
-                        tags=dict(request.tags),
-                        run_config={**request.run_config, **QUIET},
-                    )
-                    contexts.add(spark.sparkContext.applicationId)
-                    details = result.get_asset_materialization_events()[0].materialization.metadata["details"].value
-                    runs.append(
-                        {
-                            "success": result.success,
-                            "partitions_compacted": sum(d["status"] == "compacted" for d in details),
-                        }
-                    )
-                runs_seconds = time.monotonic() - started
-            spark.catalog.refreshTable("bench.many")
-            rows_after = spark.table("bench.many").count()
-            spark.stop()
-        finally:
-            metastore.stop()
+    with tempfile.TemporaryDirectory(prefix="lk-sensor-bench-") as tmp, harness.Bench(Path(tmp) / "bench") as bench:
+        work, spark, metastore = Path(tmp), bench.spark, bench.metastore
+        make_table(spark, work / "many", args.partitions, args.files, args.rows)
+        rows_before = spark.table("bench.many").count()
+        config = parse_config({"tables": {"databases": ["bench"]}, "metastore": {"uri": metastore.uri}}, "bench")
+        defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+        (work / "dagster_home").mkdir()
+        with dg.DagsterInstance.from_config(str(work / "dagster_home")) as instance:
+            started = time.monotonic()
+            defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=QUIET)
+            observe_seconds = time.monotonic() - started
+            started = time.monotonic()
+            tick = defs.get_sensor_def(SENSOR_NAME)(dg.build_sensor_context(instance=instance, definitions=defs))
+            tick_seconds = time.monotonic() - started
+            contexts, runs = set(), []
+            started = time.monotonic()
+            for request in tick.run_requests:
+                result = execute_request(defs, instance, request, QUIET)
+                contexts.add(spark.sparkContext.applicationId)
+                details = result.get_asset_materialization_events()[0].materialization.metadata["details"].value
+                runs.append(
+                    {
+                        "success": result.success,
+                        "partitions_compacted": sum(d["status"] == "compacted" for d in details),
+                    }
+                )
+            runs_seconds = time.monotonic() - started
+        spark.catalog.refreshTable("bench.many")
+        rows_after = spark.table("bench.many").count()
 
     figures = {
         "machine": describe(),
@@ -111,11 +93,8 @@ def main(argv: list[str] | None = None) -> None:
         "rows_before": rows_before,
         "rows_after": rows_after,
     }
-    text = json.dumps(figures, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    print(json.dumps(figures, indent=2))
+    print(f"written to {harness.write_result('sensor_runs', figures, args.out)}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import dagster as dg
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.config import LakekeeperConfig
 from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION, OBSERVE_JOB
-from lakekeeper_dagster.sensors import SENSOR_NAME
+from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -70,14 +70,7 @@ def run_demo(config: LakekeeperConfig, database: str, dagster_home: Path) -> boo
         print("3. the requested runs (one Spark session per run, all its partitions):")
         for request in tick.run_requests:
             key = request.asset_selection[0].to_user_string()
-            result = defs.get_implicit_global_asset_job_def().execute_in_process(
-                instance=instance,
-                asset_selection=list(request.asset_selection),
-                partition_key=request.partition_key,
-                tags=dict(request.tags),
-                run_config={**request.run_config, **QUIET},
-                raise_on_error=False,
-            )
+            result = execute_request(defs, instance, request, QUIET)
             ok &= result.success
             _report_run(key, result)
         after = _observe(defs, instance)

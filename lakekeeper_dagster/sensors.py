@@ -106,6 +106,20 @@ def run_request(run: RunPlan, info: TableInfo) -> dg.RunRequest:
     )
 
 
+def execute_request(
+    defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest, run_config: dict | None = None
+) -> dg.ExecuteInProcessResult:
+    """Run what the sensor requested in this process, with its tags and run config, as the daemon would launch it."""
+    return defs.get_implicit_global_asset_job_def().execute_in_process(
+        instance=instance,
+        asset_selection=list(request.asset_selection),
+        partition_key=request.partition_key,
+        tags=dict(request.tags),
+        run_config={**request.run_config, **(run_config or {})},
+        raise_on_error=False,
+    )
+
+
 def _named(units: Sequence[str | None]) -> str:
     names = [u or "(table)" for u in units]
     return ", ".join(names[:EXAMPLES]) + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")

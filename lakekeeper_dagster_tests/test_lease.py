@@ -53,20 +53,27 @@ def test_two_compactions_started_together_exactly_one_runs(spark, metastore, dat
 def test_recover_never_touches_a_live_run(spark, metastore, database, data_dir, tmp_path):
     table = make_table(spark, database, "live", data_dir / "live", partitions=DATES[:1], files=3)
     before = rows_of(spark, table)
-    proc = run_cli(
-        ["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "sleep@backed_up:6"}, wait=False
-    )
-    journal_root = data_dir / ".lakekeeper-live" / "journal"
-    deadline = time.monotonic() + 120
-    while not any("backed_up" in p.read_text() for p in journal_root.rglob("*.json")):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "timeout"
-        time.sleep(0.2)
+    proc = _compaction_pausing_after_backup(table, tmp_path, metastore.uri)
+    _wait_until_backed_up(proc, data_dir / ".lakekeeper-live")
     messages = recover(spark, [(database, "live")])
     assert len(messages) == 1 and "left alone" in messages[0] and "being changed by another" in messages[0]
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     assert "COMPACTED files 3 -> 1" in out
     assert rows_of(spark, table) == before
+
+
+def _compaction_pausing_after_backup(table: str, cwd, metastore_uri: str):
+    """A `compact` CLI process that holds the table's lease for 6 s once its backup is registered."""
+    return run_cli(["compact", "--table", table], cwd, metastore_uri, {"LAKEKEEPER_FAULT": "sleep@backed_up:6"}, False)
+
+
+def _wait_until_backed_up(proc, state, timeout: float = 120) -> None:
+    """Until the CLI process's journal (under the table's state directory) records a backed-up unit."""
+    deadline = time.monotonic() + timeout
+    while not any("backed_up" in p.read_text() for p in (state / "journal").rglob("*.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.2)
 
 
 def _foreign_lease(directory, age_seconds: float) -> None:
@@ -96,14 +103,9 @@ def test_a_run_whose_lease_was_taken_over_stops_before_the_swap(spark, metastore
     """Fencing: a process that stalled past the timeout while another host took its lease never swaps."""
     table = make_table(spark, database, "fenced", data_dir / "fenced", partitions=DATES[:1], files=3)
     before = rows_of(spark, table)
-    proc = run_cli(
-        ["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "sleep@backed_up:6"}, wait=False
-    )
+    proc = _compaction_pausing_after_backup(table, tmp_path, metastore.uri)
     state = data_dir / ".lakekeeper-fenced"
-    deadline = time.monotonic() + 120
-    while not any("backed_up" in p.read_text() for p in (state / "journal").rglob("*.json")):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "timeout"
-        time.sleep(0.2)
+    _wait_until_backed_up(proc, state)
     _foreign_lease(state, age_seconds=0)  # what a taker on another host leaves after the stale-lease takeover
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, out + err[-3000:]

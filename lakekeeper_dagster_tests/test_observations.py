@@ -12,7 +12,7 @@ from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.partitions import partitions_def_name
-from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG
+from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG, execute_request
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
 
 DAYS = [{"date": f"2024-02-0{day}"} for day in (1, 2, 3, 4)]
@@ -62,18 +62,6 @@ def run_observation(defs, instance) -> dict:
 def tick(defs, instance, cursor=None) -> dg.SensorResult:
     sensor = defs.get_sensor_def(SENSOR_NAME)
     return sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
-
-
-def launch(defs, instance, request: dg.RunRequest, raise_on_error=True) -> dg.ExecuteInProcessResult:
-    """Execute what the sensor requested, with its tags and run config, as the daemon would launch it."""
-    return defs.get_implicit_global_asset_job_def().execute_in_process(
-        instance=instance,
-        asset_selection=list(request.asset_selection),
-        partition_key=request.partition_key,
-        tags=dict(request.tags),
-        run_config=request.run_config,
-        raise_on_error=raise_on_error,
-    )
 
 
 def test_observation_job_records_file_counts_and_follows_hive_partitions(spark, metastore, database, tables):
@@ -151,7 +139,7 @@ def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, dat
         instance.delete_run(pending.run_id)
         before = rows_of(spark, f"{database}.ev")
         monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-staged-file")
-        failed = launch(defs, instance, request, raise_on_error=False)
+        failed = execute_request(defs, instance, request)
         monkeypatch.delenv("LAKEKEEPER_FAULT")
         assert not failed.success
         assert rows_of(spark, f"{database}.ev") == before
@@ -183,7 +171,7 @@ def test_observe_sensor_compact_observe_again(spark, metastore, database, tables
             result = tick(defs, instance, cursor)
             cursor = result.cursor
             for request in result.run_requests:
-                run = launch(defs, instance, request)
+                run = execute_request(defs, instance, request)
                 assert run.success
                 launched.append(request.partition_key)
         assert launched == [NAMES[0], NAMES[2]]
@@ -201,7 +189,7 @@ def test_one_run_compacts_exactly_the_requested_partitions_of_its_range(spark, m
     with dg.instance_for_test() as instance:
         run_observation(defs, instance)
         (request,) = tick(defs, instance).run_requests
-        result = launch(defs, instance, request)
+        result = execute_request(defs, instance, request)
         assert result.success
         assert [len(data_files(tables / "ev" / p)) for p in NAMES] == [1, 3, 1, 3]  # date=...02 was in the range
         assert rows_of(spark, f"{database}.ev") == before
@@ -218,7 +206,7 @@ def test_a_partition_list_outside_the_run_is_refused_untouched(spark, metastore,
             partition_key=NAMES[1],
             run_config={"ops": {f"hive__{database}__ev": {"config": {"partitions": [NAMES[0]]}}}},
         )
-        result = launch(defs, instance, request, raise_on_error=False)
+        result = execute_request(defs, instance, request)
     assert not result.success
     failure = result.failure_data_for_node(f"hive__{database}__ev")
     assert "does not cover: date=2024-02-01" in failure.error.message
