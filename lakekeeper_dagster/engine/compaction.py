@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,6 +38,7 @@ from lakekeeper_dagster.engine.lease import TableLease
 from lakekeeper_dagster.engine.model import PartitionInfo, TableInfo
 from lakekeeper_dagster.engine.planning import PartitionPlan, Thresholds, plan_unit
 from lakekeeper_dagster.engine.recovery import recover_table, refuse_leftovers
+from lakekeeper_dagster.engine.session_conf import session_conf
 from lakekeeper_dagster.engine.storage import DataFile, DirStats, Storage, StorageError, child, is_hidden
 
 if TYPE_CHECKING:
@@ -218,22 +218,6 @@ def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: 
 HIVE_COMPATIBLE_WRITES = {"spark.sql.parquet.writeLegacyFormat": "true"}
 
 
-@contextmanager
-def _session_conf(spark: SparkSession, settings: dict[str, str]):
-    """Set Spark SQL settings for the duration of one write, then put the session's own values back."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
 def _arrange(df: DataFrame, sort_columns: tuple[str, ...], target: int) -> DataFrame:
     if sort_columns:
         return df.repartitionByRange(target, *sort_columns).sortWithinPartitions(*sort_columns)
@@ -245,7 +229,7 @@ def _write_unit(run: _Run, index: int, unit: UnitRecord, files: list[DataFile]) 
     codec = choose_codec(run.spark, run.info, files)
     df, observation = observed(read_files(run.spark, run.info, run.schema, [f.path for f in files]), f"in-{index}")
     writer = _arrange(df, run.sort_columns, unit.target_files).write.mode("errorifexists")
-    with _session_conf(run.spark, HIVE_COMPATIBLE_WRITES):
+    with session_conf(run.spark, HIVE_COMPATIBLE_WRITES):
         writer.format(run.info.file_format).option("compression", codec).save(unit.incoming)
     run.storage.delete(child(unit.incoming, "_SUCCESS"))
     if wants("drop-staged-file"):

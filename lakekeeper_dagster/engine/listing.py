@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from lakekeeper_dagster.engine.session_conf import session_conf
 from lakekeeper_dagster.engine.storage import DirStats, Storage
 
 if TYPE_CHECKING:
@@ -63,6 +64,17 @@ def _is_missing_path(error: Exception) -> bool:
     return bool(condition and condition() == "PATH_NOT_FOUND")
 
 
+def _listing_conf(spark: SparkSession) -> dict[str, str]:
+    """Spark's defaults suit reading files; a listing reads none. Spark lists many paths with one task per path (up
+    to 10,000): a few tasks per core are enough. And it splits the scan as if each file cost 4 MB to open: no file
+    is opened, so pack them by cores, not by size."""
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    return {
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(cores * 4),
+        "spark.sql.files.maxPartitionBytes": str(1 << 40),
+    }
+
+
 def list_directories(spark: SparkSession, locations: list[str]) -> Listing:
     """Data-file statistics directly under each location (names starting with `_` or `.` are not data).
 
@@ -72,15 +84,16 @@ def list_directories(spark: SparkSession, locations: list[str]) -> Listing:
     wanted = list(dict.fromkeys(locations))
     if not wanted:
         return listing
-    try:
-        rows = _grouped_rows(spark, wanted)
-    except Exception as error:  # py4j-wrapped AnalysisException
-        if not _is_missing_path(error):
-            raise
-        storage = Storage(spark)
-        listing.missing = {location for location in wanted if not storage.exists(location)}
-        present = [location for location in wanted if location not in listing.missing]
-        rows = _grouped_rows(spark, present) if present else []
+    with session_conf(spark, _listing_conf(spark)):
+        try:
+            rows = _grouped_rows(spark, wanted)
+        except Exception as error:  # py4j-wrapped AnalysisException
+            if not _is_missing_path(error):
+                raise
+            storage = Storage(spark)
+            listing.missing = {location for location in wanted if not storage.exists(location)}
+            present = [location for location in wanted if location not in listing.missing]
+            rows = _grouped_rows(spark, present) if present else []
     by_path = {_path_key(location): location for location in wanted if location not in listing.missing}
     for row in rows:
         directory = _path_key(row["directory"])
