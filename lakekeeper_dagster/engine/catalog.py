@@ -98,17 +98,23 @@ def _optional_str(value) -> str | None:
     return None if value is None else str(value)
 
 
-def find_partition(spark: SparkSession, info: TableInfo, name: str) -> PartitionInfo:
-    """The partition whose Hive name is `name`, with an error listing a few valid names otherwise."""
+def find_partitions(spark: SparkSession, info: TableInfo, names: list[str]) -> list[PartitionInfo]:
+    """The partitions with these Hive names (one listing), with an error naming a few valid names otherwise."""
     partitions = list_partitions(spark, info)
-    for partition in partitions:
-        if partition.name == name:
-            return partition
-    examples = ", ".join(p.name for p in partitions[:3]) or "none"
-    raise CatalogError(
-        f"partition {name!r} does not exist in table {info.qualified_name} "
-        f"(it has {len(partitions)} partitions, e.g. {examples})"
-    )
+    by_name = {p.name: p for p in partitions}
+    for name in names:
+        if name not in by_name:
+            examples = ", ".join(p.name for p in partitions[:3]) or "none"
+            raise CatalogError(
+                f"partition {name!r} does not exist in table {info.qualified_name} "
+                f"(it has {len(partitions)} partitions, e.g. {examples})"
+            )
+    return [by_name[name] for name in names]
+
+
+def find_partition(spark: SparkSession, info: TableInfo, name: str) -> PartitionInfo:
+    """The partition whose Hive name is `name`."""
+    return find_partitions(spark, info, [name])[0]
 
 
 def scala_seq(seq) -> list:

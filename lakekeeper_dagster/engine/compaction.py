@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine import backup as backups
-from lakekeeper_dagster.engine.catalog import find_partition, list_partitions, read_table
+from lakekeeper_dagster.engine.catalog import find_partitions, list_partitions, read_table
 from lakekeeper_dagster.engine.commit import commit_unit, finish_run
 from lakekeeper_dagster.engine.errors import CompactionError
 from lakekeeper_dagster.engine.faults import kill_point, wants
@@ -366,7 +366,7 @@ def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None)
             raise CompactionError(f"table {info.qualified_name} is not partitioned; do not pass a partition")
         return [None]
     if partitions:
-        return [find_partition(spark, info, name) for name in partitions]
+        return find_partitions(spark, info, partitions)
     return list_partitions(spark, info)
 
 
