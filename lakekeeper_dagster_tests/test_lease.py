@@ -117,3 +117,19 @@ def test_a_run_whose_lease_was_taken_over_stops_before_the_swap(spark, metastore
     (result,) = compact_table(spark, database, "fenced", OPTIONS)
     assert result.status == "compacted" and result.files_after == 1
     assert rows_of(spark, table) == before
+
+
+def test_an_unreadable_lease_is_never_taken_at_once(spark, database, data_dir):
+    """A lease another process has just created may not be written yet: it is judged by its age alone."""
+    table = make_table(spark, database, "torn", data_dir / "torn", partitions=DATES[:1], files=3)
+    state = data_dir / ".lakekeeper-torn"
+    state.mkdir()
+    (state / "lease").write_text("")
+    with pytest.raises(LeaseHeldError, match="lease .* cannot be read"):
+        compact_table(spark, database, "torn", OPTIONS)
+    assert len(data_files(data_dir / "torn" / "date=2024-01-01")) == 3
+    past = time.time() - 3600
+    os.utime(state / "lease", (past, past))
+    (result,) = compact_table(spark, database, "torn", OPTIONS)
+    assert result.status == "compacted"
+    assert len(rows_of(spark, table)) == 200

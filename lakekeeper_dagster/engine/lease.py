@@ -98,13 +98,31 @@ class TableLease:
         """Owner gone (same host) or not renewed within the timeout (judged by the filesystem's clock)."""
         if holder.host == socket.gethostname():
             return not process_alive(holder.pid)
+        return self._expired()
+
+    def _expired(self) -> bool:
+        """Not renewed within the timeout, by the filesystem's clock."""
         return (self._filesystem_now() - self.storage.modification_time(self.location)) / 1000.0 > self.timeout
+
+    def _settled_holder(self, attempts: int = 10, pause: float = 0.2) -> LeaseOwner | None:
+        """The holder, read again briefly while the file is unreadable: a lease just created may not be written."""
+        for _ in range(attempts):
+            holder = self.holder()
+            if holder is not None:
+                return holder
+            time.sleep(pause)
+        return None
 
     def acquire(self) -> TableLease:
         """Take the lease, taking over a stale one; fail fast naming the holder when it is live."""
         self.storage.mkdirs(self.state_directory)
         if not self.storage.create_exclusive(self.location, self._payload()):
-            holder = self.holder()
+            holder = self._settled_holder()
+            if holder is None and not self._expired():  # unreadable: judged by its age alone, never taken at once
+                raise LeaseHeldError(
+                    f"table {self.table}: its lease {self.location} cannot be read (being written, or damaged). "
+                    f"Retry; a damaged lease is taken over once it has not been renewed for {self.timeout:.0f}s."
+                )
             if holder is not None and not self.is_stale(holder):
                 raise LeaseHeldError(
                     f"table {self.table} is being changed by another lakekeeper process ({holder.describe()}). "
