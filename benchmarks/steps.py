@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import threading
 import time
 from collections import defaultdict
 
@@ -22,18 +23,17 @@ STEPS = [
     ("lakekeeper_dagster.engine.compaction", "refuse_leftovers", "recovery check"),
     # Only at top level (the snapshot before planning, the staged output): inside another step it is that step's.
     ("lakekeeper_dagster.engine.storage", "Storage.list_data_files", "listing"),
-    ("lakekeeper_dagster.engine.compaction", "_write_unit", "write"),
-    ("lakekeeper_dagster.engine.compaction", "fingerprint", "verify"),
+    ("lakekeeper_dagster.engine.compaction", "_stage", "write"),
+    ("lakekeeper_dagster.engine.compaction", "fingerprints_by_file", "verify"),
     ("lakekeeper_dagster.engine.compaction", "_Run.ensure_backup", "backup"),
-    ("lakekeeper_dagster.engine.backup", "add_partition", "backup"),
-    ("lakekeeper_dagster.engine.compaction", "_wait_for_writers", "re-list"),
-    ("lakekeeper_dagster.engine.compaction", "_refuse_subdirectories", "re-list"),
-    ("lakekeeper_dagster.engine.compaction", "_check_snapshot_intact", "re-list"),
+    ("lakekeeper_dagster.engine.backup", "add_partitions", "backup"),
+    ("lakekeeper_dagster.engine.compaction", "_check_before_swap", "re-list"),
     ("lakekeeper_dagster.engine.commit", "finish_swap", "swap"),
-    ("lakekeeper_dagster.engine.compaction", "commit_unit", "commit (backup location, cache refresh, stats)"),
+    ("lakekeeper_dagster.engine.compaction", "commit_swapped", "commit (backup location, cache refresh, stats)"),
     ("lakekeeper_dagster.engine.compaction", "finish_run", "finish run"),
     ("lakekeeper_dagster.engine.journal", "Journal.start", "journal"),
     ("lakekeeper_dagster.engine.journal", "Journal.record", "journal"),
+    ("lakekeeper_dagster.engine.journal", "Journal.record_units", "journal"),
 ]
 
 
@@ -53,6 +53,8 @@ class StepClock:
 
         @functools.wraps(function)
         def timed(*args, **kwargs):
+            if threading.current_thread() is not threading.main_thread():
+                return function(*args, **kwargs)  # a worker's call: charged to the main thread's enclosing step
             if top_only and clock._stack:
                 return function(*args, **kwargs)
             clock._stack.append([0.0])

@@ -4,7 +4,7 @@
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.engine.analyze import thresholds_from
+from lakekeeper_dagster.engine.analyze import batching_from, thresholds_from
 from lakekeeper_dagster.engine.compaction import COMPACTED, FAILED_STATUS, CompactionOptions, UnitResult, compact_table
 from lakekeeper_dagster.engine.config import LakekeeperConfig
 from lakekeeper_dagster.engine.errors import CompactionError
@@ -163,6 +163,7 @@ def build_table_asset(info: TableInfo, settings: LakekeeperConfig) -> dg.AssetsD
             force=config.force or context.run.tags.get(FORCE_TAG) == "true",
             backup_prefix=settings.backup_prefix,
             owner=f"dagster run {context.run_id}",
+            batching=batching_from(settings),
         )
         keys = run_units(context, config, info) if partitions_def else None
         try:

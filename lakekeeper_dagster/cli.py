@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from lakekeeper_dagster.engine.analyze import analyze_tables, resolve_tables, thresholds_from
+from lakekeeper_dagster.engine.analyze import analyze_tables, batching_from, resolve_tables, thresholds_from
 from lakekeeper_dagster.engine.catalog import CatalogError
 from lakekeeper_dagster.engine.config import ConfigError, LakekeeperConfig, load_config, with_overrides
 from lakekeeper_dagster.engine.config_template import CONFIG_TEMPLATE
@@ -114,6 +114,7 @@ def options_from(config: LakekeeperConfig, table: str, sort_columns: str | None,
         force=force,
         backup_prefix=config.backup_prefix,
         owner="cli",
+        batching=batching_from(config),
     )
 
 

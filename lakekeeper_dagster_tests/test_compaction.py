@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from lakekeeper_dagster.engine.catalog import read_table
+from lakekeeper_dagster.engine.catalog import list_partitions, read_table
 from lakekeeper_dagster.engine.compaction import CompactionOptions, compact_table, existing_codec
 from lakekeeper_dagster.engine.errors import CompactionError
-from lakekeeper_dagster.engine.planning import Thresholds
+from lakekeeper_dagster.engine.journal import Journal
+from lakekeeper_dagster.engine.planning import Batching, Thresholds
 from lakekeeper_dagster.engine.storage import Storage
 from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, rows_of, write_files
 
@@ -293,3 +294,38 @@ def test_a_neighbouring_tables_backup_is_not_a_leftover(spark, database, data_di
     make_table(spark, database, "t2", data_dir / "t2", files=3)
     assert compact_table(spark, database, "t1", OPTIONS)[0].status == "compacted"
     assert compact_table(spark, database, "t2", OPTIONS)[0].status == "compacted"  # t1's .lk-old sits beside it
+
+
+def test_batches_compact_concurrently_and_a_failed_unit_spares_its_batch(spark, database, data_dir):
+    dates = [{"date": f"2024-02-0{d}"} for d in range(1, 6)]
+    table = make_table(spark, database, "bat", data_dir, partitions=dates, files=3)
+    before = rows_of(spark, table)
+    (data_dir / "date=2024-02-02" / "part-corrupt.parquet").write_bytes(b"PAR1 this is not parquet")
+    options = CompactionOptions(OPTIONS.thresholds, batching=Batching(max_units=2, concurrent_jobs=2))
+
+    results = {r.partition: r for r in compact_table(spark, database, "bat", options)}
+
+    assert results["date=2024-02-02"].status == "failed"
+    compacted = [d["date"] for d in dates if d["date"] != "2024-02-02"]
+    for date in compacted:
+        r = results[f"date={date}"]
+        assert (r.status, r.files_after, r.rows_before, r.rows_after) == ("compacted", 1, 200, 200)
+        assert len(data_files(data_dir / f"date={date}")) == 1
+    assert len(data_files(data_dir / "date=2024-02-02")) == 4  # untouched, corrupt file included
+    spark.sql(f"ALTER TABLE {table} DROP PARTITION (date='2024-02-02')")
+    assert rows_of(spark, table) == [r for r in before if r[-1] != "2024-02-02"]
+    # Three batches (2 + 2 + 1 units), each written, backed up and committed with one journal record.
+    run_id = results["date=2024-02-01"].run_id
+    directory = data_dir.parent / f".lakekeeper-{data_dir.name}" / "journal" / run_id
+    journal = Journal.load(Storage(spark), directory.as_uri())
+    assert [u.state for u in journal.units] == ["committed", "failed", "committed", "committed", "committed"]
+    records = [p.name for p in directory.iterdir() if p.name.endswith(".json")]
+    # plan, backup table, per batch (written, backed up, committed), a swap record per unit, the failure, done
+    assert len(records) == 1 + 1 + 3 * 3 + 4 + 1 + 1
+    # The backup holds the originals of exactly the compacted partitions, at their retired directories.
+    backup = read_table(spark, database, results["date=2024-02-01"].backup_table)
+    located = {p.name: p.location for p in list_partitions(spark, backup)}
+    assert {name: location.rsplit("/", 1)[1] for name, location in located.items()} == {
+        f"date={d}": f".lk-old-{run_id}-date={d}" for d in compacted
+    }
+    assert len(rows_of(spark, backup.qualified_name)) == 4 * 200

@@ -43,6 +43,8 @@ def test_defaults_match_lakekeeper(tmp_path, monkeypatch):
         ({"sensor": {"max_runs_per_tick": 0}}, "sensor.max_runs_per_tick"),
         ({"table_overrides": {"db.t": {"min_fils": 5}}}, "table_overrides.db.t.min_fils: unknown key"),
         ({"observation": {"cron_schedule": "hourly"}}, "observation.cron_schedule"),
+        ({"batching": {"concurrent_jobs": 0}}, "batching.concurrent_jobs"),
+        ({"batching": {"max_partitions": 0}}, "batching.max_partitions"),
     ],
 )
 def test_bad_values_name_the_key_and_the_file(tmp_path, data, fragment):

@@ -8,7 +8,9 @@ from lakekeeper_dagster.engine.planning import (
     NEEDS_COMPACTION,
     OK,
     SKIPPED,
+    Batching,
     Thresholds,
+    batches,
     plan_table,
     plan_unit,
     render_report,
@@ -90,3 +92,17 @@ def test_a_unit_with_subdirectories_is_skipped_with_the_reason():
     plan = plan_unit("p=1", "file:/x", 500, 300 * MB, 0.6 * MB, T, subdirectories=True)
     assert plan.status == SKIPPED and not plan.needs_compaction
     assert "subdirectories" in plan.reason
+
+
+def test_batches_cap_partitions_and_bytes_and_keep_order():
+    batching = Batching(max_units=3, max_bytes=100)
+    assert batches([10] * 7, batching) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert batches([60, 30, 20, 90, 5], batching) == [[0, 1], [2], [3, 4]]
+    assert batches([500, 1], batching) == [[0], [1]]  # bigger than a batch: alone, never skipped
+    assert batches([], batching) == []
+
+
+@pytest.mark.parametrize("field", ["max_units", "max_bytes", "concurrent_jobs"])
+def test_batching_must_be_positive(field):
+    with pytest.raises(ValueError, match=f"batching.{field}"):
+        Batching(**{field: 0})

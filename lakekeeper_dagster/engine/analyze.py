@@ -10,6 +10,7 @@ from lakekeeper_dagster.engine.config import LakekeeperConfig
 from lakekeeper_dagster.engine.listing import Listing, list_directories
 from lakekeeper_dagster.engine.model import TableInfo
 from lakekeeper_dagster.engine.planning import (
+    Batching,
     PartitionPlan,
     TablePlan,
     Thresholds,
@@ -26,6 +27,11 @@ log = logging.getLogger(__name__)
 
 def thresholds_from(config: LakekeeperConfig) -> Thresholds:
     return Thresholds(config.block_size_bytes, config.compaction_ratio_threshold, config.size_statistic.value)
+
+
+def batching_from(config: LakekeeperConfig) -> Batching:
+    settings = config.batching
+    return Batching(settings.max_partitions, settings.max_mb * 1024 * 1024, settings.concurrent_jobs)
 
 
 def split_table_name(name: str) -> tuple[str, str]:

@@ -7,11 +7,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.catalog import external_catalog, list_tables, scala_seq
+from lakekeeper_dagster.engine.catalog import CatalogError, external_catalog, list_tables, scala_list, scala_seq
 from lakekeeper_dagster.engine.model import (
     BACKUP_SOURCE_PROPERTY,
     TableInfo,
     partition_clause,
+    partition_name,
     quote_identifier,
     sql_string,
 )
@@ -74,16 +75,51 @@ def create_backup(spark: SparkSession, info: TableInfo, name: str, run_id: str, 
     )
 
 
-def add_partition(spark: SparkSession, backup_sql_name: str, spec: dict, location: str) -> None:
-    spark.sql(
-        f"ALTER TABLE {backup_sql_name} ADD IF NOT EXISTS {partition_clause(spec)} LOCATION {sql_string(location)}"
-    )
+def add_partitions(spark: SparkSession, backup_sql_name: str, targets: list[tuple[dict, str]]) -> None:
+    """Register partitions of the backup over these directories, all in one statement (one metastore call)."""
+    if not targets:
+        return
+    clauses = " ".join(f"{partition_clause(spec)} LOCATION {sql_string(location)}" for spec, location in targets)
+    spark.sql(f"ALTER TABLE {backup_sql_name} ADD IF NOT EXISTS {clauses}")
 
 
 def set_location(spark: SparkSession, backup_sql_name: str, spec: dict | None, location: str) -> None:
     """Point the backup (or one of its partitions) at `location`."""
     clause = f" {partition_clause(spec)}" if spec else ""
     spark.sql(f"ALTER TABLE {backup_sql_name}{clause} SET LOCATION {sql_string(location)}")
+
+
+def set_locations(spark: SparkSession, database: str, name: str, targets: list[tuple[dict | None, str]]) -> None:
+    """Point the backup (spec None) or its partitions at new directories; one metastore call for all partitions."""
+    for spec, location in targets:
+        if not spec:
+            set_location(spark, table_sql(database, name), None, location)
+    wanted = {partition_name(spec): location for spec, location in targets if spec}
+    if not wanted:
+        return
+    jvm = spark._jvm
+    catalog = external_catalog(spark)
+    classes = jvm.org.apache.spark.sql.catalyst.catalog
+    columns = [str(c) for c in scala_seq(catalog.getTable(database, name).partitionColumnNames())]
+    changed = []
+    for partition in scala_seq(catalog.listPartitions(database, name, jvm.scala.Option.empty())):
+        spec_map = partition.spec()
+        key = partition_name({c: None if spec_map.apply(c) is None else str(spec_map.apply(c)) for c in columns})
+        if key not in wanted:
+            continue
+        location = jvm.scala.Some(classes.CatalogUtils.stringToURI(wanted.pop(key)))
+        changed.append(_copy(partition, 2, _copy(partition.storage(), 1, location)))
+    if wanted:
+        raise CatalogError(f"backup table {database}.{name} has no partition {', '.join(sorted(wanted))}")
+    catalog.alterPartitions(database, name, scala_list(spark, changed))
+
+
+def _copy(case_object, position: int, value):
+    """`case_object.copy(...)` with field `position` (1-based) replaced: a Scala case class copy through py4j, whatever
+    the class's arity in this Spark version (the other fields come from its `copy$default$N` methods)."""
+    arity = case_object.productArity()
+    fields = [value if i == position else getattr(case_object, f"copy$default${i}")() for i in range(1, arity + 1)]
+    return case_object.copy(*fields)
 
 
 def drop_partition(spark: SparkSession, backup_sql_name: str, spec: dict) -> None:
@@ -100,10 +136,8 @@ def find_backups(spark: SparkSession, database: str, source: str | None = None) 
     names = list_tables(spark, database)
     if not names:
         return []
-    jvm = spark._jvm
-    seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList(names)).toSeq()
     backups = []
-    for table in scala_seq(external_catalog(spark).getTablesByName(database, seq)):
+    for table in scala_seq(external_catalog(spark).getTablesByName(database, scala_list(spark, names))):
         props = table.properties()
         if props.get(SOURCE).isEmpty():
             continue

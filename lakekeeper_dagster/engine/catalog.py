@@ -117,6 +117,12 @@ def find_partition(spark: SparkSession, info: TableInfo, name: str) -> Partition
     return find_partitions(spark, info, [name])[0]
 
 
+def scala_list(spark: SparkSession, items: list):
+    """A Scala Seq holding these items (Python values or JVM objects)."""
+    jvm = spark._jvm
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList(items)).toSeq()
+
+
 def scala_seq(seq) -> list:
     """Python list of a Scala Seq's elements."""
     iterator = seq.iterator()

@@ -1,10 +1,11 @@
 """Compaction of Hive external tables: plan, execute into temporary places, verify, then commit by a swap.
 
-Per unit (a partition, or a whole unpartitioned table), under the table's lease and with every step journaled:
-snapshot the data files -> write them, read with the table's schema, into a hidden staging sibling (input
-fingerprint observed in the same pass) -> verify the staged output (rows and content checksum) -> register the
-zero-copy backup -> re-list (the snapshot must be intact) -> swap directories, carrying late files over -> point the
-backup at the retired originals, refresh caches and statistics.
+Units (partitions, or a whole unpartitioned table) go through the protocol in batches, under the table's lease and
+with every step journaled: snapshot the data files -> write each unit, read with the table's schema, into a hidden
+staging sibling (input fingerprint observed in the same pass; several units' Spark jobs at once) -> verify every
+staged output (rows and content checksum) in one Spark job -> register the originals in the zero-copy backup (one
+statement) -> per unit: re-list (the snapshot must be intact) and swap directories, carrying late files over -> point
+the backup at the retired originals (one metastore call), refresh caches and statistics, mark the batch committed.
 """
 
 from __future__ import annotations
@@ -12,15 +13,22 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine import backup as backups
 from lakekeeper_dagster.engine.catalog import find_partitions, list_partitions, read_table
-from lakekeeper_dagster.engine.commit import commit_unit, finish_run
+from lakekeeper_dagster.engine.commit import commit_swapped, finish_run, swap_unit
 from lakekeeper_dagster.engine.errors import CompactionError
 from lakekeeper_dagster.engine.faults import kill_point, wants
-from lakekeeper_dagster.engine.fingerprint import Fingerprint, fingerprint, from_observation, observed
+from lakekeeper_dagster.engine.fingerprint import (
+    Fingerprint,
+    combine,
+    fingerprints_by_file,
+    from_observation,
+    observed,
+)
 from lakekeeper_dagster.engine.journal import (
     BACKED_UP,
     COMPACT,
@@ -36,10 +44,10 @@ from lakekeeper_dagster.engine.journal import (
 )
 from lakekeeper_dagster.engine.lease import TableLease
 from lakekeeper_dagster.engine.model import PartitionInfo, TableInfo
-from lakekeeper_dagster.engine.planning import PartitionPlan, Thresholds, plan_unit
+from lakekeeper_dagster.engine.planning import Batching, PartitionPlan, Thresholds, batches, plan_unit
 from lakekeeper_dagster.engine.recovery import recover_table, refuse_leftovers
 from lakekeeper_dagster.engine.session_conf import session_conf
-from lakekeeper_dagster.engine.storage import DataFile, DirStats, Storage, StorageError, child, is_hidden
+from lakekeeper_dagster.engine.storage import DataFile, DirEntries, DirStats, Storage, StorageError, child, is_hidden
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,6 +69,7 @@ class CompactionOptions:
     force: bool = False
     backup_prefix: str = "__bkp"
     owner: str = ""
+    batching: Batching = Batching()
 
 
 @dataclass
@@ -208,6 +217,22 @@ class _Run:
     def backup_sql_name(self) -> str:
         return backups.table_sql(self.info.database, self.journal.backup_table)
 
+    def label(self, unit: UnitRecord) -> str:
+        return self.info.qualified_name + (f" partition {unit.partition}" if unit.partition else "")
+
+
+@dataclass
+class _Item:
+    """One unit of a batch on its way through the protocol."""
+
+    index: int
+    plan: PartitionPlan
+    snapshot: DirEntries
+    result: UnitResult
+    before: Fingerprint | None = None
+    failure: str | None = None
+    write_seconds: float = 0.0
+
 
 def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: list[str]) -> DataFrame:
     """Exactly these data files, read with the table's schema (columns missing from old files come out null)."""
@@ -224,25 +249,150 @@ def _arrange(df: DataFrame, sort_columns: tuple[str, ...], target: int) -> DataF
     return df.coalesce(target)
 
 
-def _write_unit(run: _Run, index: int, unit: UnitRecord, files: list[DataFile]) -> tuple[Fingerprint, Fingerprint]:
-    """Write the compacted unit into its staging directory and fingerprint input and output."""
-    codec = choose_codec(run.spark, run.info, files)
-    df, observation = observed(read_files(run.spark, run.info, run.schema, [f.path for f in files]), f"in-{index}")
-    writer = _arrange(df, run.sort_columns, unit.target_files).write.mode("errorifexists")
-    with session_conf(run.spark, HIVE_COMPATIBLE_WRITES):
-        writer.format(run.info.file_format).option("compression", codec).save(unit.incoming)
-    run.storage.delete(child(unit.incoming, "_SUCCESS"))
-    if wants("drop-staged-file"):
-        run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
-    before = from_observation(observation)
-    after = fingerprint(read_files(run.spark, run.info, run.schema, [unit.incoming]))
-    return before, after
+def _write_unit(run: _Run, item: _Item) -> None:
+    """Write one compacted unit into its staging directory, its input fingerprint observed in the same pass.
 
-
-def _compact_unit(run: _Run, index: int, plan: PartitionPlan, files: list[DataFile]) -> UnitResult:
+    Runs in a worker thread (several units' Spark jobs at once); a failure is kept on the item, never raised.
+    """
     started = time.monotonic()
-    storage, journal, unit = run.storage, run.journal, run.journal.units[index]
-    result = UnitResult(
+    unit = run.journal.units[item.index]
+    try:
+        _refuse_subdirectories(item.snapshot.directories, run.label(unit))
+        codec = choose_codec(run.spark, run.info, item.snapshot.files)
+        df, observation = observed(
+            read_files(run.spark, run.info, run.schema, [f.path for f in item.snapshot.files]),
+            f"lk-in-{run.journal.run_id}-{item.index}",
+        )
+        writer = _arrange(df, run.sort_columns, unit.target_files).write.mode("errorifexists")
+        writer.format(run.info.file_format).option("compression", codec).save(unit.incoming)
+        run.storage.delete(child(unit.incoming, "_SUCCESS"))
+        if wants("drop-staged-file"):
+            run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
+        item.before = from_observation(observation)
+    except UnitFailure as failure:
+        item.failure = str(failure)
+    except Exception as error:
+        run.storage.delete(unit.incoming)
+        item.failure = (
+            f"{run.label(unit)}: could not read or write its data ({java_cause(error)}); the original files are "
+            "untouched. Check the files of this partition (a corrupt or unreadable file?) and retry."
+        )
+    item.write_seconds = time.monotonic() - started
+
+
+def _stage(run: _Run, items: list[_Item]) -> list[_Item]:
+    """Write every unit of the batch, `concurrent_jobs` Spark jobs at a time; the ones that wrote."""
+    with session_conf(run.spark, HIVE_COMPATIBLE_WRITES):  # session-wide, so set once around all the writers
+        if run.options.batching.concurrent_jobs == 1 or len(items) == 1:
+            for item in items:
+                _write_unit(run, item)
+        else:
+            with ThreadPoolExecutor(run.options.batching.concurrent_jobs, thread_name_prefix="lk-write") as pool:
+                list(pool.map(lambda item: _write_unit(run, item), items))
+    return _drop_failed(run, items)
+
+
+def _verify(run: _Run, items: list[_Item]) -> list[_Item]:
+    """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ."""
+    if not items:
+        return items
+    storage, journal = run.storage, run.journal
+    outputs = {item.index: storage.list_data_files(journal.units[item.index].incoming) for item in items}
+    owner = {f.name: index for index, files in outputs.items() for f in files}
+    if len(owner) != sum(len(files) for files in outputs.values()):
+        raise CompactionError(f"{run.info.qualified_name}: two staged outputs hold files of the same name; retry")
+    staged = read_files(run.spark, run.info, run.schema, [journal.units[item.index].incoming for item in items])
+    per_file = fingerprints_by_file(staged, run.schema)
+    unknown = sorted(set(per_file) - set(owner))
+    if unknown:
+        raise CompactionError(f"{run.info.qualified_name}: staged file {unknown[0]} was not written by this run")
+    written = {}
+    for item in items:
+        files = outputs[item.index]
+        output = combine([per_file[f.name] for f in files if f.name in per_file])
+        result = item.result
+        result.rows_before, result.checksum_before = item.before.rows, item.before.checksum
+        result.rows_after, result.checksum_after = output.rows, output.checksum
+        result.files_after, result.bytes_after = len(files), sum(f.size for f in files)
+        written[item.index] = {
+            "input": item.before.to_dict(),
+            "output": output.to_dict(),
+            "output_files": [f.name for f in files],
+        }
+        if item.before != output:
+            item.failure = (
+                f"{run.label(journal.units[item.index])}: verification failed: input {item.before.rows} rows / "
+                f"checksum {item.before.checksum}, output {output.rows} rows / checksum {output.checksum}; the output "
+                "was deleted and the original files are untouched"
+            )
+    journal.record_units(storage, WRITTEN, written)
+    kill_point(WRITTEN)
+    return _drop_failed(run, items)
+
+
+def _back_up(run: _Run, items: list[_Item]) -> list[_Item]:
+    """Register the batch's original directories in the run's zero-copy backup table (one statement)."""
+    if not items:
+        return items
+    backup = run.ensure_backup()
+    units = [run.journal.units[item.index] for item in items]
+    backups.add_partitions(run.spark, run.backup_sql_name, [(u.spec, u.live) for u in units if u.spec])
+    run.journal.record_units(run.storage, BACKED_UP, {item.index: {} for item in items})
+    kill_point(BACKED_UP)
+    for item in items:
+        item.result.backup_table = backup
+    return items
+
+
+def _swap(run: _Run, item: _Item) -> int | None:
+    """Check the unit right before its swap (writers done, snapshot intact, lease held), then swap it.
+
+    The late files carried over, or None when the unit was failed by a check (nothing was changed).
+    """
+    storage, journal = run.storage, run.journal
+    unit = journal.units[item.index]
+    label = run.label(unit)
+    try:
+        _check_before_swap(storage, unit, item.snapshot.files, label)
+    except UnitFailure as failure:
+        item.failure = str(failure)
+        _drop_failed(run, [item])
+        return None
+    run.lease.ensure_held(f"the swap of {label}")
+    journal.record(storage, SWAPPING, item.index)
+    kill_point(SWAPPING)
+    try:
+        return swap_unit(storage, journal, item.index)
+    except Exception as error:
+        raise _interrupted(run, label, error) from error
+
+
+def _interrupted(run: _Run, label: str, error: Exception) -> CompactionError:
+    return CompactionError(
+        f"{label}: the swap was interrupted ({java_cause(error)}). Its journal holds every step: run "
+        f"`lakekeeper-dagster recover --table {run.info.qualified_name}` (the next compaction does too)."
+    )
+
+
+def _drop_failed(run: _Run, items: list[_Item]) -> list[_Item]:
+    """Undo what the failed items left (staged output, backup partition), journal and log them; the rest."""
+    ok = []
+    for item in items:
+        if item.failure is None:
+            ok.append(item)
+            continue
+        unit = run.journal.units[item.index]
+        run.storage.delete(unit.incoming)
+        if run.journal.backup_table and unit.spec and unit.state == BACKED_UP:
+            backups.drop_partition(run.spark, run.backup_sql_name, unit.spec)
+        run.journal.record(run.storage, FAILED, item.index, error=item.failure)
+        item.result.status, item.result.reason = FAILED_STATUS, item.failure
+        log.error("%s", item.failure)
+    return ok
+
+
+def _pending(run: _Run, plan: PartitionPlan, files: list[DataFile]) -> UnitResult:
+    return UnitResult(
         run.info.database,
         run.info.name,
         plan.partition,
@@ -252,112 +402,67 @@ def _compact_unit(run: _Run, index: int, plan: PartitionPlan, files: list[DataFi
         files_before=len(files),
         bytes_before=sum(f.size for f in files),
         target_files=plan.target_files,
-        run_id=journal.run_id,
+        run_id=run.journal.run_id,
     )
-    label = f"{run.info.qualified_name}" + (f" partition {plan.partition}" if plan.partition else "")
+
+
+def _compact_batch(run: _Run, items: list[_Item]) -> None:
+    """Write, verify, back up, swap and commit one batch of units; each item's result says how it ended."""
+    started = time.monotonic()
+    live = _back_up(run, _verify(run, _stage(run, items)))
+    carried = {}
+    for item in live:
+        moved = _swap(run, item)
+        if moved is not None:
+            carried[item.index] = moved
     try:
-        _refuse_subdirectories(storage, unit, label)
-        try:
-            before, after = _write_unit(run, index, unit, files)
-        except Exception as error:
-            storage.delete(unit.incoming)
-            raise UnitFailure(
-                f"{label}: could not read or write its data ({java_cause(error)}); the original files are untouched. "
-                "Check the files of this partition (a corrupt or unreadable file?) and retry."
-            ) from None
-        output = storage.list_data_files(unit.incoming)
-        result.rows_before, result.checksum_before = before.rows, before.checksum
-        result.rows_after, result.checksum_after = after.rows, after.checksum
-        result.files_after, result.bytes_after = len(output), sum(f.size for f in output)
-        journal.record(
-            storage,
-            WRITTEN,
-            index,
-            input=before.to_dict(),
-            output=after.to_dict(),
-            output_files=[f.name for f in output],
-        )
-        kill_point(WRITTEN)
-        if before != after:
-            storage.delete(unit.incoming)
-            raise UnitFailure(
-                f"{label}: verification failed: input {before.rows} rows / checksum {before.checksum}, "
-                f"output {after.rows} rows / checksum {after.checksum}; the output was deleted and the original "
-                "files are untouched"
-            )
-        backup = run.ensure_backup()
-        result.backup_table = backup
-        if unit.spec:
-            backups.add_partition(run.spark, run.backup_sql_name, unit.spec, unit.live)
-        journal.record(storage, BACKED_UP, index)
-        kill_point(BACKED_UP)
-        _wait_for_writers(storage, unit, label)
-        _refuse_subdirectories(storage, unit, label)
-        _check_snapshot_intact(storage, unit, files, label)
-        run.lease.ensure_held(f"the swap of {label}")
-        journal.record(storage, SWAPPING, index)
-        kill_point(SWAPPING)
-        try:
-            commit_unit(run.spark, storage, run.info, journal, index, run.options.analyze_stats)
-        except Exception as error:
-            raise CompactionError(
-                f"{label}: the swap was interrupted ({java_cause(error)}). Its journal holds every step: run "
-                f"`lakekeeper-dagster recover --table {run.info.qualified_name}` (the next compaction does too)."
-            ) from error
-        result.carried_files = int(unit.details.get("carried", 0))
-        result.status, result.reason = COMPACTED, plan.reason
-    except UnitFailure as failure:
-        result.reason = str(failure)
-        _undo_backup_registration(run, unit)
-        journal.record(storage, FAILED, index, error=str(failure))
-        log.error("%s", failure)
-    result.seconds = round(time.monotonic() - started, 3)
-    return result
+        commit_swapped(run.spark, run.storage, run.info, run.journal, carried, run.options.analyze_stats)
+    except Exception as error:
+        raise _interrupted(run, f"{run.info.qualified_name} ({len(carried)} swapped unit(s))", error) from error
+    for item in live:
+        if item.index in carried:
+            item.result.carried_files = carried[item.index]
+            item.result.status, item.result.reason = COMPACTED, item.plan.reason
+    shared = (time.monotonic() - started - sum(i.write_seconds for i in items)) / len(items)
+    for item in items:  # a unit's own write, plus its share of the batch's common steps
+        item.result.seconds = round(item.write_seconds + max(shared, 0.0), 3)
 
 
-def _wait_for_writers(storage: Storage, unit: UnitRecord, label: str, timeout: float = 30.0) -> None:
-    """A writer committing straight into the directory keeps its work in hidden subdirectories (`_temporary`,
-    `.spark-staging-*`): swapping under it would strand its output, so wait for it to finish, or give up cleanly."""
+def _check_before_swap(
+    storage: Storage, unit: UnitRecord, files: list[DataFile], label: str, timeout: float = 30.0
+) -> None:
+    """Right before the swap, from one listing of the live directory: no writer at work in it (waited for), no
+    subdirectories, and every snapshot file still there, unchanged."""
     deadline = time.monotonic() + timeout
-    while True:
-        busy = [n for n in storage.list_names(unit.live, directories=True) if is_hidden(n)]
-        if not busy:
-            return
+    entries = storage.list_entries(unit.live)
+    while busy := [n for n in entries.directories if is_hidden(n)]:
+        # A writer committing straight into the directory keeps its work in hidden subdirectories (`_temporary`,
+        # `.spark-staging-*`): swapping under it would strand its output, so wait for it to finish, or give up.
         if time.monotonic() > deadline:
-            storage.delete(unit.incoming)
             raise UnitFailure(
                 f"{label}: a write into it is in progress ({', '.join(busy)}) and did not finish within "
                 f"{timeout:.0f}s. Nothing was changed; retry when the writer is done."
             )
         time.sleep(0.5)
-
-
-def _refuse_subdirectories(storage: Storage, unit: UnitRecord, label: str) -> None:
-    """Data in subdirectories (e.g. Hive's HIVE_UNION_SUBDIR_1) would move with the swap and never come back."""
-    nested = [n for n in storage.list_names(unit.live, directories=True) if not is_hidden(n)]
-    if nested:
-        storage.delete(unit.incoming)
-        raise UnitFailure(
-            f"{label}: its directory holds subdirectories ({', '.join(nested[:3])}) whose files this compaction would "
-            "not rewrite; nothing was changed. Move their files up into the partition directory first."
-        )
-
-
-def _check_snapshot_intact(storage: Storage, unit: UnitRecord, files: list[DataFile], label: str) -> None:
-    """Re-list right before the swap: every snapshot file must still be there, unchanged."""
-    now = {f.name: f.size for f in storage.list_data_files(unit.live)}
+        entries = storage.list_entries(unit.live)
+    _refuse_subdirectories(entries.directories, label)
+    now = {f.name: f.size for f in entries.files}
     changed = [f.path for f in files if now.get(f.name) != f.size]
     if changed:
-        storage.delete(unit.incoming)
         raise UnitFailure(
             f"{label}: {len(changed)} of its files were removed or rewritten during compaction (e.g. {changed[0]}); "
             "another job overwrote it. Nothing was changed; retry when that job is done."
         )
 
 
-def _undo_backup_registration(run: _Run, unit: UnitRecord) -> None:
-    if run.journal.backup_table and unit.spec and unit.state == BACKED_UP:
-        backups.drop_partition(run.spark, run.backup_sql_name, unit.spec)
+def _refuse_subdirectories(directories: list[str], label: str) -> None:
+    """Data in subdirectories (e.g. Hive's HIVE_UNION_SUBDIR_1) would move with the swap and never come back."""
+    nested = [n for n in directories if not is_hidden(n)]
+    if nested:
+        raise UnitFailure(
+            f"{label}: its directory holds subdirectories ({', '.join(nested[:3])}) whose files this compaction would "
+            "not rewrite; nothing was changed. Move their files up into the partition directory first."
+        )
 
 
 def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None) -> list[PartitionInfo | None]:
@@ -421,15 +526,16 @@ def compact_table(
             raise unreachable
         refuse_leftovers(storage, info, [t.location if t else info.location for t in targets])
         results: list[UnitResult] = []
-        work: list[tuple[PartitionPlan, list[DataFile], dict | None]] = []
+        work: list[tuple[PartitionPlan, DirEntries, dict | None]] = []
         for target in targets:
             location = target.location if target else info.location
             name = target.name if target else None
             try:
-                files = storage.list_data_files(location)
+                entries = storage.list_entries(location)  # the snapshot
             except StorageError:
                 results.append(UnitResult(database, table, name, location, SKIPPED, f"location {location} is missing"))
                 continue
+            files = entries.files
             stats = DirStats.of(location, files)
             plan = plan_unit(
                 name, location, stats.file_count, stats.total_bytes, stats.median_bytes, options.thresholds
@@ -452,7 +558,7 @@ def compact_table(
                     )
                 )
                 continue
-            work.append((plan, files, target.spec if target else None))
+            work.append((plan, entries, target.spec if target else None))
         if not work:
             return results
         units = [
@@ -462,15 +568,19 @@ def compact_table(
                 live=plan.location,
                 incoming=sibling(plan.location, "staging", run_id),
                 retired=sibling(plan.location, "old", run_id),
-                known=[f.name for f in files],
+                known=[f.name for f in entries.files],
                 target_files=plan.target_files,
             )
-            for plan, files, spec in work
+            for plan, entries, spec in work
         ]
         journal = Journal.new(info.location, info.database, info.name, run_id, COMPACT, options.owner, units)
         journal.start(storage)
         run = _Run(spark, storage, info, options, data_schema(info), sort_columns, journal, lease)
-        for index, (plan, files, _spec) in enumerate(work):
-            results.append(_compact_unit(run, index, plan, files))
+        items = [
+            _Item(i, plan, entries, _pending(run, plan, entries.files)) for i, (plan, entries, _) in enumerate(work)
+        ]
+        for batch in batches([item.plan.total_bytes for item in items], options.batching):
+            _compact_batch(run, [items[i] for i in batch])
+        results += [item.result for item in items]
         finish_run(spark, storage, info, journal)
     return results

@@ -73,6 +73,14 @@ class ObservationSettings(_Strict):
     cron_schedule: str = Field(default="0 * * * *", pattern=r"^\s*(\S+\s+){4}\S+\s*$")
 
 
+class BatchSettings(_Strict):
+    """How a compaction run groups partitions: concurrent Spark write jobs, and how much one batch may stage."""
+
+    concurrent_jobs: int = Field(default=4, ge=1, le=64)
+    max_partitions: int = Field(default=100, ge=1)
+    max_mb: int = Field(default=8192, ge=1)
+
+
 class TableOverride(_Strict):
     min_files: int | None = Field(default=None, ge=2)
 
@@ -93,6 +101,7 @@ class LakekeeperConfig(_Strict):
     metastore: MetastoreSettings = Field(default_factory=MetastoreSettings)
     sensor: SensorThresholds = Field(default_factory=SensorThresholds)
     observation: ObservationSettings = Field(default_factory=ObservationSettings)
+    batching: BatchSettings = Field(default_factory=BatchSettings)
     table_overrides: dict[str, TableOverride] = Field(default_factory=dict)
     asset_owners: list[str] = Field(default_factory=list)
     asset_tags: dict[str, str] = Field(default_factory=dict)

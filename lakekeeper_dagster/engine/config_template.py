@@ -22,6 +22,14 @@ analyze_after_compaction: false
 sort_columns: {}
 #   mydb.events: [event_type, id]
 
+# --- How a compaction run batches partitions -------------------------------------------------------
+# A batch's partitions are written by concurrent Spark jobs in one session, verified in one Spark job and registered
+# and committed with one metastore call each; its staged copies need free space together (max_mb bounds that).
+batching:
+  concurrent_jobs: 4             # Spark write jobs at once (1: one partition after another)
+  max_partitions: 100
+  max_mb: 8192
+
 # --- Which tables are managed (assets in Dagster, default scope of the CLI) ----------------------
 tables:
   databases: []          # every table of these databases ...

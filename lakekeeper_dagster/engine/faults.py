@@ -1,6 +1,7 @@
 """Fault injection points, for tests that provoke crashes and corrupt outputs for real.
 
-`LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step);
+`LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step, or a
+step of the swap: `retired`, `installed_dir`, `installed`);
 `LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification.
 Unset (the default), every point is a no-op.

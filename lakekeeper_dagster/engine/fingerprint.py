@@ -78,3 +78,22 @@ def observed(df: DataFrame, name: str) -> tuple[DataFrame, Observation]:
 def from_observation(observation: Observation) -> Fingerprint:
     values = observation.get
     return Fingerprint(int(values["rows"]), str(values["checksum"]))
+
+
+def combine(parts: list[Fingerprint]) -> Fingerprint:
+    """The fingerprint of the union of disjoint row sets (rows add up, and so do the hash sums)."""
+    return Fingerprint(sum(p.rows for p in parts), str(sum(int(p.checksum) for p in parts)))
+
+
+def fingerprints_by_file(df: DataFrame, schema: StructType) -> dict[str, Fingerprint]:
+    """The fingerprint of each file a file-source DataFrame reads, keyed by file name, in one Spark job.
+
+    Files that hold no rows do not appear.
+    """
+    from pyspark.sql import functions as F
+
+    key = "_lk_file"
+    while key in {f.name.lower() for f in schema.fields}:
+        key = f"_{key}"
+    rows = df.groupBy(F.col("_metadata.file_name").alias(key)).agg(*aggregates(schema)).collect()
+    return {str(row[key]): Fingerprint(int(row["rows"]), str(row["checksum"])) for row in rows}

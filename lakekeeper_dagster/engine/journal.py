@@ -2,8 +2,8 @@
 
 A journal lives beside the table, in the table's hidden state directory, on the same filesystem as the data:
 `<parent of table location>/.lakekeeper-<table dir>/journal/<run id>/`. Each record is a small JSON file created
-exclusively (`00000.json` is the plan, the rest are steps), so a crash can at worst leave a torn last record, which
-is ignored. The state of a run is the plan with its steps folded in.
+exclusively (`00000.json` is the plan, the rest are steps, each for one unit or for a batch of units), so a crash
+can at worst leave a torn last record, which is ignored. The state of a run is the plan with its steps folded in.
 """
 
 from __future__ import annotations
@@ -118,6 +118,15 @@ class Journal:
         self._write(storage, {"step": step, "unit": unit, "details": details, "at": time.time()})
         self._apply(step, unit, details)
 
+    def record_units(self, storage: Storage, step: str, details: dict[int, dict]) -> None:
+        """Durably record `step` for several units at once (one record for a batch), before acting on it."""
+        if not details:
+            return
+        payload = {str(i): d for i, d in details.items()}
+        self._write(storage, {"step": step, "units": payload, "at": time.time()})
+        for i, unit_details in details.items():
+            self._apply(step, i, unit_details)
+
     def _apply(self, step: str, unit: int | None, details: dict) -> None:
         if unit is None:
             if step == "done":
@@ -154,7 +163,11 @@ class Journal:
         journal = cls(directory=directory, units=units, **plan)
         journal.next_seq = int(sorted(names)[-1][:5]) + 1
         for entry in records[1:]:
-            journal._apply(entry["step"], entry.get("unit"), entry.get("details", {}))
+            if "units" in entry:
+                for i, details in entry["units"].items():
+                    journal._apply(entry["step"], int(i), details)
+            else:
+                journal._apply(entry["step"], entry.get("unit"), entry.get("details", {}))
         return journal
 
 

@@ -139,6 +139,38 @@ def plan_unit(
     )
 
 
+@dataclass(frozen=True)
+class Batching:
+    """How units are grouped: a batch's units are written concurrently, verified in one Spark job, registered in the
+    backup and committed with one metastore call each; its staged copies are what needs free space at once."""
+
+    max_units: int = 100
+    max_bytes: int = 8 * 1024**3
+    concurrent_jobs: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("max_units", "max_bytes", "concurrent_jobs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"batching.{name} must be >= 1, got {getattr(self, name)}")
+
+
+def batches(sizes: list[int], batching: Batching) -> list[list[int]]:
+    """Consecutive groups of unit indexes, each at most `max_units` long and `max_bytes` big (a unit bigger than
+    `max_bytes` goes alone)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for index, size in enumerate(sizes):
+        if current and (len(current) >= batching.max_units or total + size > batching.max_bytes):
+            groups.append(current)
+            current, total = [], 0
+        current.append(index)
+        total += size
+    if current:
+        groups.append(current)
+    return groups
+
+
 def plan_table(database: str, table: str, file_format: str, units: list[PartitionPlan]) -> TablePlan:
     """Roll per-unit decisions up to a table status; an empty table is skipped with that reason."""
     if not units or all(u.file_count == 0 for u in units):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine import backup as backups
 from lakekeeper_dagster.engine.catalog import read_table, table_exists
-from lakekeeper_dagster.engine.commit import commit_unit, finish_run
+from lakekeeper_dagster.engine.commit import commit_units, finish_run
 from lakekeeper_dagster.engine.errors import CompactionError, LeaseHeldError
 from lakekeeper_dagster.engine.journal import (
     ABORTED,
@@ -35,12 +35,27 @@ ROLLED_FORWARD = "rolled forward"
 ROLLED_BACK = "rolled back"
 
 
-def _recover_compaction_unit(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
+SWAP_BEGUN = (SWAPPING, "installed")  # "installed": a per-unit step of journals written before batched commits
+
+
+def _recover_compaction(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
+    """Roll forward the units whose swap began (all committed together), roll back the others."""
+    pending = [i for i, u in enumerate(journal.units) if u.state not in TERMINAL]
+    forward = [i for i in pending if journal.units[i].state in SWAP_BEGUN]
+    commit_units(spark, storage, info, journal, forward, analyze_stats=False)
+    messages = []
+    for i in pending:
+        label = journal.units[i].partition or "(whole table)"
+        if i in forward:
+            messages.append(f"{label}: swap finished ({ROLLED_FORWARD})")
+        else:
+            messages.append(_roll_back_compaction_unit(spark, storage, info, journal, i))
+    return messages
+
+
+def _roll_back_compaction_unit(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
     unit = journal.units[i]
     label = unit.partition or "(whole table)"
-    if unit.state in (SWAPPING, "installed"):
-        commit_unit(spark, storage, info, journal, i, analyze_stats=False)
-        return f"{label}: swap finished ({ROLLED_FORWARD})"
     storage.delete(unit.incoming)
     backup_exists = journal.backup_table and table_exists(spark, info.database, journal.backup_table)
     if backup_exists and unit.spec:
@@ -53,23 +68,23 @@ def recover_journal(spark: SparkSession, storage: Storage, info: TableInfo, jour
     """Bring every unfinished unit of one run to a consistent state: forward once its swap began, else back."""
     from lakekeeper_dagster.engine.rollback import commit_rollback_unit, finish_rollback
 
+    prefix = f"{info.qualified_name} run {journal.run_id} ({journal.kind})"
+    if journal.kind == COMPACT:
+        messages = [f"{prefix} {m}" for m in _recover_compaction(spark, storage, info, journal)]
+        finish_run(spark, storage, info, journal)
+        return messages
     messages = []
     for i, unit in enumerate(journal.units):
         if unit.state in TERMINAL:
             continue
-        if journal.kind == COMPACT:
-            message = _recover_compaction_unit(spark, storage, info, journal, i)
-        elif unit.state == PLANNED:
+        if unit.state == PLANNED:
             journal.record(storage, ABORTED, i, error="interrupted before the swap; nothing to undo")
             message = f"{unit.partition or '(whole table)'}: rollback had not started"
         else:
             commit_rollback_unit(spark, storage, info, journal, i)
             message = f"{unit.partition or '(whole table)'}: rollback finished ({ROLLED_FORWARD})"
-        messages.append(f"{info.qualified_name} run {journal.run_id} ({journal.kind}) {message}")
-    if journal.kind == COMPACT:
-        finish_run(spark, storage, info, journal)
-    else:
-        finish_rollback(spark, storage, info, journal)
+        messages.append(f"{prefix} {message}")
+    finish_rollback(spark, storage, info, journal)
     return messages
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,6 +24,14 @@ class DataFile:
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class DirEntries:
+    """What one listing of a directory shows: its subdirectories' names and its data files."""
+
+    directories: list[str]
+    files: list[DataFile]
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,12 @@ def child(location: str, name: str) -> str:
     return f"{location.rstrip('/')}/{name}"
 
 
+def _filesystem_root(location: str) -> str:
+    """`scheme://authority` of a location (empty for a path without scheme: the default filesystem)."""
+    parsed = urlsplit(location)
+    return f"{parsed.scheme}://{parsed.netloc}" if parsed.scheme else ""
+
+
 class Storage:
     """Thin wrapper over `org.apache.hadoop.fs.FileSystem`, one instance per Spark session."""
 
@@ -68,12 +83,30 @@ class Storage:
         self._jvm = spark._jvm
         self._gateway = spark.sparkContext._gateway
         self._conf = spark._jsc.hadoopConfiguration()
+        hadoop_fs = self._jvm.org.apache.hadoop.fs  # each py4j class lookup is a round trip: look up once
+        self._path_class = hadoop_fs.Path
+        self._file_context_class = hadoop_fs.FileContext
+        self._no_overwrite = self._gateway.new_array(hadoop_fs.Options.Rename, 1)
+        self._no_overwrite[0] = hadoop_fs.Options.Rename.NONE
+        # Per filesystem (scheme and authority): looking one up costs a user lookup and a cache probe in the JVM.
+        self._filesystems: dict[str, object] = {}
+        self._contexts: dict[str, object] = {}
+        self._without_acls: set[str] = set()  # filesystems found not to support ACLs
 
     def _path(self, location: str):
-        return self._jvm.org.apache.hadoop.fs.Path(location)
+        return self._path_class(location)
 
     def _fs(self, location: str):
-        return self._path(location).getFileSystem(self._conf)
+        root = _filesystem_root(location)
+        if root not in self._filesystems:
+            self._filesystems[root] = self._path(location).getFileSystem(self._conf)
+        return self._filesystems[root]
+
+    def _context(self, location: str):
+        root = _filesystem_root(location)
+        if root not in self._contexts:
+            self._contexts[root] = self._file_context_class.getFileContext(self._path(location).toUri(), self._conf)
+        return self._contexts[root]
 
     def qualify(self, location: str) -> str:
         """Fully qualified form of a location (scheme and authority filled in)."""
@@ -86,21 +119,31 @@ class Storage:
     def is_dir(self, location: str) -> bool:
         return bool(self._fs(location).isDirectory(self._path(location)))
 
-    def list_data_files(self, location: str) -> list[DataFile]:
-        """Data files directly under `location` with size and mtime; one listing call for the directory."""
+    def list_entries(self, location: str) -> DirEntries:
+        """Subdirectory names and data files (size, mtime) directly under `location`, from one listing call."""
         fs = self._fs(location)
         path = self._path(location)
-        if not fs.exists(path):
-            raise StorageError(f"location {location} does not exist")
-        files = []
-        for status in fs.listStatus(path):
-            if not status.isFile():
-                continue
+        try:
+            statuses = fs.listStatus(path)
+        except Exception:  # py4j wraps FileNotFoundException
+            if not fs.exists(path):
+                raise StorageError(f"location {location} does not exist") from None
+            raise
+        directories, files = [], []
+        for status in statuses:
             file_path = status.getPath()
-            if is_hidden(str(file_path.getName())):
-                continue
-            files.append(DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime())))
-        return sorted(files, key=lambda f: f.path)
+            name = str(file_path.getName())
+            if status.isDirectory():
+                directories.append(name)
+            elif not is_hidden(name):
+                files.append(
+                    DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime()))
+                )
+        return DirEntries(sorted(directories), sorted(files, key=lambda f: f.path))
+
+    def list_data_files(self, location: str) -> list[DataFile]:
+        """Data files directly under `location` with size and mtime; one listing call for the directory."""
+        return self.list_entries(location).files
 
     def list_names(self, location: str, directories: bool) -> list[str]:
         """Names of the subdirectories (or files) directly under `location`; empty when it does not exist."""
@@ -131,11 +174,8 @@ class Storage:
         swap; `FileContext.rename` without OVERWRITE fails instead, and the check is atomic in the NameNode.
         """
         src, dst = self._path(source), self._path(target)
-        fc = self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(src.toUri(), self._conf)
-        no_overwrite = self._gateway.new_array(self._jvm.org.apache.hadoop.fs.Options.Rename, 1)
-        no_overwrite[0] = self._jvm.org.apache.hadoop.fs.Options.Rename.NONE
         try:
-            fc.rename(src, dst, no_overwrite)
+            self._context(source).rename(src, dst, self._no_overwrite)
         except Exception as error:  # py4j wraps the Java exception; name the cause in our words
             cause = str(getattr(error, "java_exception", error))
             if "FileAlreadyExistsException" in cause or self.exists(target):
@@ -213,9 +253,14 @@ class Storage:
         fs = self._fs(source)
         src, dst = self._path(source), self._path(target)
         fs.setPermission(dst, fs.getFileStatus(src).getPermission())
+        filesystem = _filesystem_root(source)
+        if filesystem in self._without_acls:
+            return
         try:
             entries = fs.getAclStatus(src).getEntries()
-        except Exception:  # filesystems without ACL support raise UnsupportedOperationException
+        except Exception as error:  # no ACL support (UnsupportedOperationException), or ACLs off: ask once
+            if "UnsupportedOperationException" in str(error) or "AclException" in str(error):
+                self._without_acls.add(filesystem)
             return
         if entries.size() > 0:
             fs.setAcl(dst, entries)
