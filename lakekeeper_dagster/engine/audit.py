@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine import backup as backups
 from lakekeeper_dagster.engine.compaction import data_schema, load_compactable, read_files
-from lakekeeper_dagster.engine.fingerprint import fingerprint
+from lakekeeper_dagster.engine.fingerprint import EMPTY, fingerprints_by_directory
 from lakekeeper_dagster.engine.journal import COMMITTED, Journal
 from lakekeeper_dagster.engine.storage import Storage
 
@@ -41,13 +41,17 @@ def verify_against_backup(spark: SparkSession, database: str, table: str) -> lis
     if not found:
         return []
     journal = Journal.load(storage, found[0].journal)
+    units = [u for u in journal.units if u.state == COMMITTED]
+    if not units:
+        return []
+    # Two Spark jobs in all (the live directories, then the originals), whatever the number of partitions.
+    live = fingerprints_by_directory(read_files(spark, info, schema, [u.live for u in units]), schema)
+    kept = fingerprints_by_directory(read_files(spark, info, schema, [u.retired for u in units]), schema)
     comparisons = []
-    for unit in journal.units:
-        if unit.state != COMMITTED:
-            continue
-        live = fingerprint(read_files(spark, info, schema, [unit.live]))
-        kept = fingerprint(read_files(spark, info, schema, [unit.retired]))
+    for unit in units:
+        now = live.get(storage.qualify(unit.live), EMPTY)
+        then = kept.get(storage.qualify(unit.retired), EMPTY)
         comparisons.append(
-            BackupComparison(found[0].name, unit.partition, live.rows, kept.rows, live.checksum, kept.checksum)
+            BackupComparison(found[0].name, unit.partition, now.rows, then.rows, now.checksum, then.checksum)
         )
     return comparisons

@@ -25,6 +25,9 @@ class Fingerprint:
         return cls(int(data["rows"]), str(data["checksum"]))
 
 
+EMPTY = Fingerprint(0, "0")  # no rows
+
+
 def _has_map(data_type: DataType) -> bool:
     from pyspark.sql.types import ArrayType, MapType, StructType
 
@@ -61,12 +64,6 @@ def aggregates(schema: StructType) -> list[Column]:
     ]
 
 
-def fingerprint(df: DataFrame) -> Fingerprint:
-    """Read `df` once and return its fingerprint."""
-    row = df.agg(*aggregates(df.schema)).first()
-    return Fingerprint(int(row["rows"]), str(row["checksum"]))
-
-
 def observed(df: DataFrame, name: str) -> tuple[DataFrame, Observation]:
     """`df` with its fingerprint collected as a side effect of the next action on it (no extra read)."""
     from pyspark.sql import Observation
@@ -82,7 +79,17 @@ def from_observation(observation: Observation) -> Fingerprint:
 
 def combine(parts: list[Fingerprint]) -> Fingerprint:
     """The fingerprint of the union of disjoint row sets (rows add up, and so do the hash sums)."""
-    return Fingerprint(sum(p.rows for p in parts), str(sum(int(p.checksum) for p in parts)))
+    return Fingerprint(sum(p.rows for p in parts), str(sum(int(p.checksum) for p in parts))) if parts else EMPTY
+
+
+def _per_file(df: DataFrame, schema: StructType, field: str) -> dict[str, Fingerprint]:
+    from pyspark.sql import functions as F
+
+    key = "_lk_file"
+    while key in {f.name.lower() for f in schema.fields}:
+        key = f"_{key}"
+    rows = df.groupBy(F.col(f"_metadata.{field}").alias(key)).agg(*aggregates(schema)).collect()
+    return {str(row[key]): Fingerprint(int(row["rows"]), str(row["checksum"])) for row in rows}
 
 
 def fingerprints_by_file(df: DataFrame, schema: StructType) -> dict[str, Fingerprint]:
@@ -90,10 +97,18 @@ def fingerprints_by_file(df: DataFrame, schema: StructType) -> dict[str, Fingerp
 
     Files that hold no rows do not appear.
     """
-    from pyspark.sql import functions as F
+    return _per_file(df, schema, "file_name")
 
-    key = "_lk_file"
-    while key in {f.name.lower() for f in schema.fields}:
-        key = f"_{key}"
-    rows = df.groupBy(F.col("_metadata.file_name").alias(key)).agg(*aggregates(schema)).collect()
-    return {str(row[key]): Fingerprint(int(row["rows"]), str(row["checksum"])) for row in rows}
+
+def fingerprints_by_directory(df: DataFrame, schema: StructType) -> dict[str, Fingerprint]:
+    """The fingerprint of the files of each directory a file-source DataFrame reads, in one Spark job, keyed by the
+    directory as Hadoop's `Path.toString()` prints it (Spark reports file paths URI-encoded).
+
+    Directories whose files hold no rows do not appear.
+    """
+    from urllib.parse import unquote
+
+    parts: dict[str, list[Fingerprint]] = {}
+    for path, part in _per_file(df, schema, "file_path").items():
+        parts.setdefault(unquote(path).rsplit("/", 1)[0], []).append(part)
+    return {directory: combine(found) for directory, found in parts.items()}
