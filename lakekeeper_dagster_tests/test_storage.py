@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from lakekeeper_dagster.engine.analyze import analyze_tables, thresholds_from
@@ -74,6 +77,22 @@ def test_text_files_and_exclusive_create(storage, tmp_path):
     assert storage.create_exclusive(lock, "me") is True
     assert storage.create_exclusive(lock, "you") is False
     assert storage.read_text(lock) == "me"
+
+
+def test_exclusive_create_has_one_winner_when_racing(storage, tmp_path):
+    """Racing creators (threads, each its own JVM thread) of one file: exactly one wins, and the file is its own."""
+    for round_ in range(20):
+        target = (tmp_path / f"round-{round_}" / "lease").as_uri()  # its directory does not exist yet
+        barrier = threading.Barrier(6)
+
+        def create(me: str, target: str = target, barrier: threading.Barrier = barrier) -> bool:
+            barrier.wait()
+            return storage.create_exclusive(target, me)
+
+        with ThreadPoolExecutor(6) as pool:
+            won = list(pool.map(create, [f"racer-{i}" for i in range(6)]))
+        assert won.count(True) == 1, won
+        assert storage.read_text(target) == f"racer-{won.index(True)}"
 
 
 def test_permissions_are_copied(storage, tmp_path):

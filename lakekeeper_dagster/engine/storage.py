@@ -221,11 +221,19 @@ class Storage:
             stream.close()
 
     def create_exclusive(self, location: str, text: str) -> bool:
-        """Create a file only if it does not exist (atomic on HDFS); False when it already existed."""
+        """Create a file only if it does not exist, atomically; False when it already existed."""
         fs = self._fs(location)
         path = self._path(location)
+        overwrite = False  # HDFS refuses an existing path atomically in the NameNode
         try:
-            stream = fs.create(path, False)
+            if str(fs.getScheme()) == "file":
+                # The local filesystem's create(overwrite=False) checks, then creates: two processes can both
+                # succeed. Claim the name with an exclusive create (O_EXCL) first, then write our own file.
+                no_attributes = self._gateway.new_array(self._jvm.java.nio.file.attribute.FileAttribute, 0)
+                fs.mkdirs(path.getParent())  # as create() would
+                self._jvm.java.nio.file.Files.createFile(fs.pathToFile(path).toPath(), no_attributes)
+                overwrite = True
+            stream = fs.create(path, overwrite)
         except Exception as error:  # py4j wraps FileAlreadyExistsException
             if fs.exists(path):
                 return False
