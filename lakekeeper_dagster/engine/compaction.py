@@ -282,13 +282,12 @@ def _write_unit(run: _Run, item: _Item) -> None:
 
 def _stage(run: _Run, items: list[_Item]) -> list[_Item]:
     """Write every unit of the batch, `concurrent_jobs` Spark jobs at a time; the ones that wrote."""
-    with session_conf(run.spark, HIVE_COMPATIBLE_WRITES):  # session-wide, so set once around all the writers
-        if run.options.batching.concurrent_jobs == 1 or len(items) == 1:
-            for item in items:
-                _write_unit(run, item)
-        else:
-            with ThreadPoolExecutor(run.options.batching.concurrent_jobs, thread_name_prefix="lk-write") as pool:
-                list(pool.map(lambda item: _write_unit(run, item), items))
+    workers = min(run.options.batching.concurrent_jobs, len(items))
+    with (
+        session_conf(run.spark, HIVE_COMPATIBLE_WRITES),  # session-wide, so set once around all the writers
+        ThreadPoolExecutor(workers, thread_name_prefix="lk-write") as pool,
+    ):
+        list(pool.map(lambda item: _write_unit(run, item), items))
     return _drop_failed(run, items)
 
 
