@@ -231,7 +231,6 @@ class _Item:
     result: UnitResult
     before: Fingerprint | None = None
     failure: str | None = None
-    write_seconds: float = 0.0
 
 
 def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: list[str]) -> DataFrame:
@@ -254,7 +253,6 @@ def _write_unit(run: _Run, item: _Item) -> None:
 
     Runs in a worker thread (several units' Spark jobs at once); a failure is kept on the item, never raised.
     """
-    started = time.monotonic()
     unit = run.journal.units[item.index]
     try:
         _refuse_subdirectories(item.snapshot.directories, run.label(unit))
@@ -277,7 +275,6 @@ def _write_unit(run: _Run, item: _Item) -> None:
             f"{run.label(unit)}: could not read or write its data ({java_cause(error)}); the original files are "
             "untouched. Check the files of this partition (a corrupt or unreadable file?) and retry."
         )
-    item.write_seconds = time.monotonic() - started
 
 
 def _stage(run: _Run, items: list[_Item]) -> list[_Item]:
@@ -422,9 +419,9 @@ def _compact_batch(run: _Run, items: list[_Item]) -> None:
         if item.index in carried:
             item.result.carried_files = carried[item.index]
             item.result.status, item.result.reason = COMPACTED, item.plan.reason
-    shared = (time.monotonic() - started - sum(i.write_seconds for i in items)) / len(items)
-    for item in items:  # a unit's own write, plus its share of the batch's common steps
-        item.result.seconds = round(item.write_seconds + max(shared, 0.0), 3)
+    share = round((time.monotonic() - started) / len(items), 3)
+    for item in items:  # the units of a batch run together: each gets an equal share of its wall time
+        item.result.seconds = share
 
 
 def _check_before_swap(
