@@ -35,8 +35,8 @@ def start_session(metastore_uri: str, warehouse: str, app_name: str):
 
 def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None) -> dict:
     from benchmarks.steps import StepClock
-    from lakekeeper_dagster.engine.compaction import CompactionOptions, compact_table
-    from lakekeeper_dagster.engine.planning import Thresholds
+    from lakekeeper_dagster.engine.ops.compaction import CompactionOptions, compact_table
+    from lakekeeper_dagster.engine.plan.units import Thresholds
 
     clock = StepClock()
     clock.install()
@@ -62,7 +62,7 @@ def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float,
 
 def _plan(spark, database: str, table: str, block_size_mb: int):
     """(table schema without partition columns, partition column, [(dir name, location, target files)])."""
-    from lakekeeper_dagster.engine.storage import Storage
+    from lakekeeper_dagster.engine.fs.storage import Storage
 
     info_table = spark.table(f"`{database}`.`{table}`")
     partition_columns = [

@@ -108,7 +108,7 @@ class Bench:
     # ---- independent checks (our own reads, not the contender's figures) ----------------------------------
 
     def _fingerprint(self, df) -> dict:
-        from lakekeeper_dagster.engine.fingerprint import aggregates
+        from lakekeeper_dagster.engine.rewrite.fingerprint import aggregates
 
         row = df.agg(*aggregates(df.schema)).first()
         return {"rows": int(row["rows"]), "checksum": str(row["checksum"])}

@@ -19,10 +19,10 @@ import dagster as dg
 from benchmarks import harness
 from benchmarks.machine import describe
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
-from lakekeeper_dagster.engine.analyze import table_units
-from lakekeeper_dagster.engine.catalog import read_table
 from lakekeeper_dagster.engine.config import parse_config
-from lakekeeper_dagster.engine.listing import list_directories
+from lakekeeper_dagster.engine.fs.listing import list_directories
+from lakekeeper_dagster.engine.hive.catalog import read_table
+from lakekeeper_dagster.engine.ops.analyze import table_units
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME
 

@@ -15,25 +15,25 @@ from collections import defaultdict
 
 # (module, attribute path, step). Order does not matter: nesting is resolved at run time.
 STEPS = [
-    ("lakekeeper_dagster.engine.compaction", "load_compactable", "metadata"),
-    ("lakekeeper_dagster.engine.compaction", "_targets", "metadata"),
-    ("lakekeeper_dagster.engine.lease", "TableLease.__enter__", "lease"),
-    ("lakekeeper_dagster.engine.lease", "TableLease.__exit__", "lease"),
-    ("lakekeeper_dagster.engine.compaction", "recover_table", "recovery check"),
-    ("lakekeeper_dagster.engine.compaction", "refuse_leftovers", "recovery check"),
+    ("lakekeeper_dagster.engine.ops.compaction", "load_compactable", "metadata"),
+    ("lakekeeper_dagster.engine.ops.compaction", "_targets", "metadata"),
+    ("lakekeeper_dagster.engine.protocol.lease", "TableLease.__enter__", "lease"),
+    ("lakekeeper_dagster.engine.protocol.lease", "TableLease.__exit__", "lease"),
+    ("lakekeeper_dagster.engine.ops.compaction", "recover_table", "recovery check"),
+    ("lakekeeper_dagster.engine.ops.compaction", "refuse_leftovers", "recovery check"),
     # Only at top level (the snapshot before planning, the staged output): inside another step it is that step's.
-    ("lakekeeper_dagster.engine.storage", "Storage.list_data_files", "listing"),
-    ("lakekeeper_dagster.engine.compaction", "_stage", "write"),
-    ("lakekeeper_dagster.engine.compaction", "fingerprints_by_file", "verify"),
-    ("lakekeeper_dagster.engine.compaction", "_Run.ensure_backup", "backup"),
-    ("lakekeeper_dagster.engine.backup", "add_partitions", "backup"),
-    ("lakekeeper_dagster.engine.compaction", "_check_before_swap", "re-list"),
-    ("lakekeeper_dagster.engine.commit", "finish_swap", "swap"),
-    ("lakekeeper_dagster.engine.compaction", "commit_swapped", "commit (backup location, cache refresh, stats)"),
-    ("lakekeeper_dagster.engine.compaction", "finish_run", "finish run"),
-    ("lakekeeper_dagster.engine.journal", "Journal.start", "journal"),
-    ("lakekeeper_dagster.engine.journal", "Journal.record", "journal"),
-    ("lakekeeper_dagster.engine.journal", "Journal.record_units", "journal"),
+    ("lakekeeper_dagster.engine.fs.storage", "Storage.list_data_files", "listing"),
+    ("lakekeeper_dagster.engine.ops.compaction", "_stage", "write"),
+    ("lakekeeper_dagster.engine.ops.compaction", "fingerprints_by_file", "verify"),
+    ("lakekeeper_dagster.engine.ops.compaction", "_Run.ensure_backup", "backup"),
+    ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),
+    ("lakekeeper_dagster.engine.ops.compaction", "_check_before_swap", "re-list"),
+    ("lakekeeper_dagster.engine.protocol.commit", "finish_swap", "swap"),
+    ("lakekeeper_dagster.engine.ops.compaction", "commit_swapped", "commit (backup location, cache refresh, stats)"),
+    ("lakekeeper_dagster.engine.ops.compaction", "finish_run", "finish run"),
+    ("lakekeeper_dagster.engine.protocol.journal", "Journal.start", "journal"),
+    ("lakekeeper_dagster.engine.protocol.journal", "Journal.record", "journal"),
+    ("lakekeeper_dagster.engine.protocol.journal", "Journal.record_units", "journal"),
 ]
 
 

@@ -1,5 +1,5 @@
-"""lakekeeper-dagster: Hive small-file compaction as a Dagster code location."""
+"""lakekeeper-dagster: Hive small-file compaction as a Dagster code location.
 
-from lakekeeper_dagster.definitions import defs
-
-__all__ = ["defs"]
+The code location's definitions are in `lakekeeper_dagster.definitions` (importing this package loads no Dagster);
+the engine, free of Dagster, is `lakekeeper_dagster.engine`.
+"""

@@ -1,14 +1,15 @@
 """One asset per managed Hive table; materializing a partition compacts it with the engine."""
 
-
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.engine.analyze import batching_from, thresholds_from
-from lakekeeper_dagster.engine.compaction import COMPACTED, FAILED_STATUS, CompactionOptions, UnitResult, compact_table
 from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.engine.errors import CompactionError
-from lakekeeper_dagster.engine.model import TableInfo
+from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.ops.analyze import batching_from, thresholds_from
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
+from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.partitions import partitions_def_for
 from spark_resources.resource import HiveSparkResource
 
@@ -51,7 +52,7 @@ def table_metadata(info: TableInfo) -> dict:
 
 def unit_metadata(results: list[UnitResult]) -> dict:
     """Numeric totals (plotted by the UI) and, per partition, what happened and why."""
-    compacted = [r for r in results if r.status == COMPACTED]
+    compacted = [r for r in results if r.status == UnitStatus.COMPACTED]
     metadata = {
         "files_before": sum(r.files_before for r in results),
         "files_after": sum(r.files_after for r in results),
@@ -61,8 +62,8 @@ def unit_metadata(results: list[UnitResult]) -> dict:
         "target_files": sum(r.target_files for r in results),
         "seconds": round(sum(r.seconds for r in results), 3),
         "partitions_compacted": len(compacted),
-        "partitions_skipped": sum(r.status == "skipped" for r in results),
-        "partitions_failed": sum(r.status == FAILED_STATUS for r in results),
+        "partitions_skipped": sum(r.status == UnitStatus.SKIPPED for r in results),
+        "partitions_failed": sum(r.status == UnitStatus.FAILED for r in results),
         "backup_table": next((r.backup_table for r in compacted if r.backup_table), "") or "",
         "reason": "; ".join(f"{r.partition or '(table)'}: {r.status}: {r.reason}" for r in results)[:4000],
         "details": dg.MetadataValue.json([r.to_dict() for r in results]),
@@ -90,7 +91,7 @@ def check_results(key: dg.AssetKey, results: list[UnitResult]) -> list[dg.AssetC
             ),
         }
 
-    unreadable = [r for r in results if r.status == FAILED_STATUS and r.rows_before is None]
+    unreadable = [r for r in results if r.status == UnitStatus.FAILED and r.rows_before is None]
     return [
         dg.AssetCheckResult(
             asset_key=key,
@@ -107,7 +108,7 @@ def check_results(key: dg.AssetKey, results: list[UnitResult]) -> list[dg.AssetC
         dg.AssetCheckResult(
             asset_key=key,
             check_name=WITHIN_TARGET,
-            passed=all(r.files_after <= r.target_files for r in results if r.status == COMPACTED),
+            passed=all(r.files_after <= r.target_files for r in results if r.status == UnitStatus.COMPACTED),
             severity=dg.AssetCheckSeverity.WARN,
             metadata={
                 "files_after": sum(r.files_after for r in results),
@@ -168,12 +169,12 @@ def build_table_asset(info: TableInfo, settings: LakekeeperConfig) -> dg.AssetsD
         keys = run_units(context, config, info) if partitions_def else None
         try:
             results = compact_table(spark.spark_session, info.database, info.name, options, keys)
-        except CompactionError as error:
+        except OperationError as error:
             raise dg.Failure(description=str(error)) from None
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
         yield dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))
-        failed = [r for r in results if r.status == FAILED_STATUS]
+        failed = [r for r in results if r.status == UnitStatus.FAILED]
         if failed:  # the run fails, so the sensor backs these partitions off
             raise dg.Failure(
                 description=f"{len(failed)} unit(s) of {info.qualified_name} failed: "

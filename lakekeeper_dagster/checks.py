@@ -1,11 +1,10 @@
 """The independent re-count: live partitions against the originals their most recent backup kept."""
 
-
 import dagster as dg
 
 from lakekeeper_dagster.assets import asset_key
-from lakekeeper_dagster.engine.audit import verify_against_backup
-from lakekeeper_dagster.engine.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.ops.audit import verify_against_backup
 from spark_resources.resource import HiveSparkResource
 
 LIVE_MATCHES_BACKUP = "live_matches_backup"

@@ -8,17 +8,25 @@ import logging
 import sys
 from pathlib import Path
 
-from lakekeeper_dagster.engine.analyze import analyze_tables, batching_from, resolve_tables, thresholds_from
-from lakekeeper_dagster.engine.catalog import CatalogError
-from lakekeeper_dagster.engine.config import ConfigError, LakekeeperConfig, load_config, with_overrides
+from lakekeeper_dagster.demo_tables import create_demo_tables
+from lakekeeper_dagster.engine.config import LakekeeperConfig, load_config, with_overrides
 from lakekeeper_dagster.engine.config_template import CONFIG_TEMPLATE
-from lakekeeper_dagster.engine.errors import CompactionError
-from lakekeeper_dagster.engine.planning import render_report
-from lakekeeper_dagster.engine.storage import StorageError
-from spark_resources.kerberos import KerberosError
-from spark_resources.metastore import MetastoreError, MetastoreServer, parse_thrift_uri, port_is_open
+from lakekeeper_dagster.engine.errors import ConfigError, LakekeeperError
+from lakekeeper_dagster.engine.hive.model import split_table_name
+from lakekeeper_dagster.engine.ops.analyze import analyze_tables, batching_from, resolve_tables, thresholds_from
+from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.options import CompactionOptions
+from lakekeeper_dagster.engine.ops.rollback import rollback_table
+from lakekeeper_dagster.engine.plan.report import render_report
+from lakekeeper_dagster.engine.plan.thresholds import human_bytes
+from lakekeeper_dagster.engine.protocol.recovery import recover
+from lakekeeper_dagster.engine.statuses import UnitStatus
+from spark_resources.errors import MetastoreError, ResourceError
+from spark_resources.metastore import MetastoreServer, parse_thrift_uri, port_is_open
+from spark_resources.session import start_spark_session
 
-USER_ERRORS = (ConfigError, CatalogError, MetastoreError, StorageError, CompactionError, KerberosError)
+USER_ERRORS = (LakekeeperError, ResourceError)  # the engine's and the resource layer's: a message, not a traceback
 
 
 def metastore_server(config: LakekeeperConfig) -> MetastoreServer:
@@ -33,8 +41,6 @@ def open_spark(config: LakekeeperConfig):
             f"the Hive Metastore at {config.metastore.uri} is not reachable. Start the local one with "
             "`lakekeeper-dagster metastore start`, or point metastore.uri / LAKEKEEPER_METASTORE_URI at yours."
         )
-    from spark_resources.session import start_spark_session
-
     return start_spark_session(config.spark_conf())
 
 
@@ -103,8 +109,6 @@ def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 def options_from(config: LakekeeperConfig, table: str, sort_columns: str | None, force: bool):
     """Compaction options for one table: flags first, then the config's per-table sort columns."""
-    from lakekeeper_dagster.engine.compaction import CompactionOptions
-
     database, name = table.split(".", 1)
     sort = [c.strip() for c in sort_columns.split(",") if c.strip()] if sort_columns else None
     return CompactionOptions(
@@ -120,12 +124,10 @@ def options_from(config: LakekeeperConfig, table: str, sort_columns: str | None,
 
 def render_results(results) -> str:
     """One line per unit: status, files and bytes before/after, rows, checksum, seconds, backup."""
-    from lakekeeper_dagster.engine.planning import human_bytes
-
     lines = []
     for r in results:
         label = f"{r.database}.{r.table} {r.partition or '(whole table)'}"
-        if r.status != "compacted":
+        if r.status != UnitStatus.COMPACTED:
             lines.append(f"{label}: {r.status.upper()}: {r.reason}")
             continue
         lines.append(
@@ -138,8 +140,6 @@ def render_results(results) -> str:
 
 
 def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    from lakekeeper_dagster.engine.compaction import compact_table
-
     if args.partition and not args.table:
         raise ConfigError("--partition goes with --table DB.TABLE")
     if args.sort_columns and not args.table:
@@ -165,14 +165,11 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
             failed = True
             continue
         print(render_results(results) or f"{name}: nothing to compact", flush=True)
-        failed |= any(r.status == "failed" for r in results)
+        failed |= any(r.status == UnitStatus.FAILED for r in results)
     return 1 if failed else 0
 
 
 def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    from lakekeeper_dagster.engine.analyze import split_table_name
-    from lakekeeper_dagster.engine.rollback import rollback_table
-
     database, table = split_table_name(args.table)
     spark = open_spark(config)
     for line in rollback_table(spark, database, table, args.partition, args.backup, owner="cli"):
@@ -181,8 +178,6 @@ def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    from lakekeeper_dagster.engine.cleanup import cleanup_backups, parse_duration
-
     older = parse_duration(args.older_than) if args.older_than else None
     spark = open_spark(config)
     if not args.dry_run:
@@ -204,8 +199,6 @@ def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 
 def cmd_recover(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    from lakekeeper_dagster.engine.recovery import recover
-
     spark, pairs = spark_and_tables(args, config, "recover")
     print("\n".join(recover(spark, pairs, owner="cli")) or "nothing to recover")
     return 0
@@ -217,8 +210,6 @@ def cmd_demo(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
         check = run_demo(config, args.database, Path(args.dagster_home).absolute())
         return 0 if check else 1
-    from lakekeeper_dagster.engine.demo import create_demo_tables
-
     spark = open_spark(config)
     for name in create_demo_tables(spark, args.database):
         print(f"created {name}")

@@ -1,23 +1,22 @@
 """Jobs: sync Hive partitions into dynamic partitions, analyze, rollback, cleanup, recover; the cleanup schedule."""
 
-
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.engine.analyze import analyze_tables, resolve_tables, split_table_name, thresholds_from
-from lakekeeper_dagster.engine.catalog import CatalogError, list_partitions
-from lakekeeper_dagster.engine.cleanup import cleanup_backups, parse_duration
 from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.engine.errors import CompactionError
-from lakekeeper_dagster.engine.model import TableInfo
-from lakekeeper_dagster.engine.planning import render_report
-from lakekeeper_dagster.engine.recovery import recover
-from lakekeeper_dagster.engine.rollback import rollback_table
+from lakekeeper_dagster.engine.errors import CatalogError, OperationError
+from lakekeeper_dagster.engine.hive.catalog import list_partitions
+from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.ops.analyze import analyze_tables, resolve_tables, thresholds_from
+from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
+from lakekeeper_dagster.engine.ops.rollback import rollback_table
+from lakekeeper_dagster.engine.plan.report import render_report
+from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.partitions import sync_partitions
 from spark_resources.resource import HiveSparkResource
 
 TABLE_PATTERN = r"^[^.\s]+\.[^.\s]+$"
-ENGINE_ERRORS = (CompactionError, CatalogError)
+ENGINE_ERRORS = (OperationError, CatalogError)
 
 
 class AnalyzeConfig(dg.Config):
@@ -56,7 +55,7 @@ def build_jobs(settings: LakekeeperConfig, tables: list[TableInfo]) -> list[dg.J
     def sync_hive_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource) -> None:
         """Add new Hive partitions as dynamic partitions and remove the ones gone from the metastore."""
         for info in partitioned:
-            hive = [p.name for p in list_partitions(spark.spark_session, info)]
+            hive = [p.partition for p in list_partitions(spark.spark_session, info)]
             added, removed = sync_partitions(context.instance, info, hive)
             context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from lakekeeper_dagster.engine.analyze import resolve_tables
-from lakekeeper_dagster.engine.catalog import CatalogError, read_table
-from lakekeeper_dagster.engine.compaction import refusal
 from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.engine.model import TableInfo
+from lakekeeper_dagster.engine.errors import CatalogError
+from lakekeeper_dagster.engine.hive.catalog import read_table
+from lakekeeper_dagster.engine.hive.eligibility import refusal
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.ops.analyze import resolve_tables
 from spark_resources.metastore import MetastoreError, parse_thrift_uri, port_is_open
 
 log = logging.getLogger(__name__)

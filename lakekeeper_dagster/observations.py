@@ -3,11 +3,12 @@
 import dagster as dg
 
 from lakekeeper_dagster.assets import asset_key
-from lakekeeper_dagster.engine.analyze import plan_listed, table_units, thresholds_from
 from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.engine.listing import list_directories
-from lakekeeper_dagster.engine.model import TableInfo
-from lakekeeper_dagster.engine.planning import PartitionPlan
+from lakekeeper_dagster.engine.fs.listing import list_directories
+from lakekeeper_dagster.engine.hive.catalog import table_units
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.ops.analyze import plan_listed, thresholds_from
+from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.partitions import sync_partitions
 from spark_resources.resource import HiveSparkResource
 
@@ -16,7 +17,7 @@ FILE_COUNT = "file_count"
 NEEDS_COMPACTION = "needs_compaction"
 
 
-def observation_metadata(plan: PartitionPlan) -> dict:
+def observation_metadata(plan: UnitPlan) -> dict:
     """Numeric figures (plotted by the UI over time) and the plan's decision for one unit."""
     return {
         FILE_COUNT: plan.file_count,
@@ -26,7 +27,7 @@ def observation_metadata(plan: PartitionPlan) -> dict:
         "target_files": plan.target_files,
         "threshold_bytes": float(plan.threshold_bytes),
         NEEDS_COMPACTION: plan.needs_compaction,
-        "status": plan.status,
+        "status": str(plan.status),
         "reason": plan.reason,
     }
 
@@ -41,18 +42,19 @@ def build_observe_job(settings: LakekeeperConfig, tables: list[TableInfo]) -> dg
         units = {info.qualified_name: table_units(session, info) for info in tables}
         for info in tables:
             if info.is_partitioned:
-                hive = [name for name, _ in units[info.qualified_name]]
+                hive = [unit.partition for unit in units[info.qualified_name]]
                 added, removed = sync_partitions(context.instance, info, hive)
                 if added or removed:
                     context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
-        listing = list_directories(session, [location for table in units.values() for _, location in table])
+        locations = [unit.location for table in units.values() for unit in table]
+        listing = list_directories(session, locations, f"observe {len(tables)} table(s)")
         thresholds = thresholds_from(settings)
         for info in tables:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
             key = asset_key(info.database, info.name)
             for plan in plans:
                 yield dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=observation_metadata(plan))
-            missing = [name or location for name, location in units[info.qualified_name] if location in listing.missing]
+            missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]
             context.log.info(
                 f"{info.qualified_name}: {len(plans)} unit(s) observed, {sum(p.needs_compaction for p in plans)} "
                 f"need compaction, {sum(p.file_count for p in plans)} data files"

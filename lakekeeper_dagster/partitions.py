@@ -6,7 +6,7 @@ import re
 
 import dagster as dg
 
-from lakekeeper_dagster.engine.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo
 
 
 def partitions_def_name(database: str, table: str) -> str:

@@ -14,9 +14,9 @@ from dagster._core.storage.tags import (
 )
 
 from lakekeeper_dagster.assets import asset_key
-from lakekeeper_dagster.engine.auto_compaction import Observed, RunPlan, TableState, plan_tick
 from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.engine.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.plan.requests import Observed, RunPlan, TableState, plan_tick
 from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION
 from lakekeeper_dagster.partitions import partitions_def_name
 

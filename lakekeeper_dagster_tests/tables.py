@@ -7,9 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lakekeeper_dagster.engine.model import partition_clause, partition_name, quote_identifier, sql_string
+from lakekeeper_dagster.engine.hive.model import partition_clause, partition_name, quote_identifier, sql_string
+from lakekeeper_dagster.engine.ops.options import CompactionOptions
+from lakekeeper_dagster.engine.plan.thresholds import Thresholds
 
 REPO = Path(__file__).resolve().parents[1]
+MB = 1024 * 1024
+OPTIONS = CompactionOptions(Thresholds(128 * MB, 10.0))  # the engine's defaults
+DATES = [{"date": "2024-01-01"}, {"date": "2024-01-02"}]
 
 
 def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt: str, codec: str | None = None):

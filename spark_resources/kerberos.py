@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-class KerberosError(RuntimeError):
-    """Kerberos login or a Kerberized call failed; the message says what to do."""
+from spark_resources.errors import KerberosError
+from spark_resources.py4j import hadoop_conf, java_messages, jvm
 
 
 def keytab_principals(keytab: str | Path) -> list[str]:
@@ -108,8 +107,13 @@ _DIAGNOSES: list[tuple[tuple[str, ...], str]] = [
         "ask your Kerberos admin to create it.",
     ),
     (
-        ("Preauthentication failed", "Password incorrect", "Integrity check on decrypted field failed",
-         "Checksum failed", "Pre-authentication information was invalid"),
+        (
+            "Preauthentication failed",
+            "Password incorrect",
+            "Integrity check on decrypted field failed",
+            "Checksum failed",
+            "Pre-authentication information was invalid",
+        ),
         "the KDC rejected the key of {p} in keytab {k}: the keytab is out of date (the principal's key was "
         "changed since it was exported). Export a fresh keytab for {p}.",
     ),
@@ -151,12 +155,7 @@ def diagnose(text: str, principal: str, keytab: str, krb5_conf: str | None) -> s
 
 def java_error_text(error: BaseException) -> str:
     """The message of a (py4j-wrapped) Java exception with all its causes, one per line."""
-    lines = [str(error)]
-    cause = getattr(error, "_origin", None) or getattr(error, "java_exception", None)
-    while cause is not None:
-        lines.append(str(cause.toString()))
-        cause = cause.getCause()
-    return "\n".join(lines)
+    return "\n".join([str(error), *java_messages(error)])
 
 
 def _last_line(text: str) -> str:
@@ -239,16 +238,16 @@ class KerberosLogin:
 
     def login_jvm(self, spark: Any) -> None:
         """Log the driver JVM in from the keytab; call after getOrCreate and before the first catalog call."""
-        ugi = spark._jvm.org.apache.hadoop.security.UserGroupInformation
+        ugi = jvm(spark).org.apache.hadoop.security.UserGroupInformation
         try:
-            ugi.setConfiguration(spark._jsc.hadoopConfiguration())
+            ugi.setConfiguration(hadoop_conf(spark))
             ugi.loginUserFromKeytab(self.principal, self.keytab)
         except Exception as error:  # py4j wraps every Java exception
             raise self._error(java_error_text(error), "login of the Spark driver") from None
 
     def refresh(self, spark: Any) -> None:
         """Relogin from the keytab when the driver's ticket nears its end; fail precisely when that is impossible."""
-        ugi = spark._jvm.org.apache.hadoop.security.UserGroupInformation
+        ugi = jvm(spark).org.apache.hadoop.security.UserGroupInformation
         try:
             ugi.getLoginUser().checkTGTAndReloginFromKeytab()
         except Exception as error:

@@ -18,12 +18,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 from xml.sax.saxutils import escape
 
+from spark_resources.errors import MetastoreError
+
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 DEFAULT_URI = "thrift://127.0.0.1:9083"
-
-
-class MetastoreError(RuntimeError):
-    """The local metastore could not be started, reached or stopped."""
 
 
 def pyspark_jars_dir() -> Path:

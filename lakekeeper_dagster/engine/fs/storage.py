@@ -1,0 +1,279 @@
+"""File operations through the Hadoop FileSystem API of the Spark JVM (hdfs:// and file:// alike)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from lakekeeper_dagster.engine.errors import StorageError
+from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_messages, jvm
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str
+    size: int
+    modification_time: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class DirEntries:
+    """What one listing of a directory shows: its subdirectories' names and its data files."""
+
+    directories: list[str]
+    files: list[DataFile]
+
+
+@dataclass(frozen=True)
+class DirStats:
+    """Data files directly under a directory (hidden `_`/`.` files excluded)."""
+
+    location: str
+    file_count: int
+    total_bytes: int
+    median_bytes: float
+
+    @property
+    def average_bytes(self) -> float:
+        return self.total_bytes / self.file_count if self.file_count else 0.0
+
+    @classmethod
+    def of(cls, location: str, files: list[DataFile]) -> DirStats:
+        sizes = [f.size for f in files]
+        return cls(location, len(sizes), sum(sizes), float(statistics.median(sizes)) if sizes else 0.0)
+
+
+def is_hidden(name: str) -> bool:
+    """Hadoop/Hive convention: names starting with `_` or `.` are not data."""
+    return name.startswith(("_", "."))
+
+
+def split_location(location: str) -> tuple[str, str]:
+    """(parent, last name) of a location: `file:/w/t/date=1` -> (`file:/w/t`, `date=1`)."""
+    parent, _, name = location.rstrip("/").rpartition("/")
+    if not name or not parent:
+        raise StorageError(f"location {location} has no parent directory")
+    return parent, name
+
+
+def child(location: str, name: str) -> str:
+    return f"{location.rstrip('/')}/{name}"
+
+
+def _filesystem_root(location: str) -> str:
+    """`scheme://authority` of a location (empty for a path without scheme: the default filesystem)."""
+    parsed = urlsplit(location)
+    return f"{parsed.scheme}://{parsed.netloc}" if parsed.scheme else ""
+
+
+class Storage:
+    """Thin wrapper over `org.apache.hadoop.fs.FileSystem`, one instance per Spark session."""
+
+    def __init__(self, spark: SparkSession):
+        self._jvm = jvm(spark)
+        self._gateway = gateway(spark)
+        self._conf = hadoop_conf(spark)
+        hadoop_fs = self._jvm.org.apache.hadoop.fs  # each py4j class lookup is a round trip: look up once
+        self._path_class = hadoop_fs.Path
+        self._file_context_class = hadoop_fs.FileContext
+        self._no_overwrite = self._gateway.new_array(hadoop_fs.Options.Rename, 1)
+        self._no_overwrite[0] = hadoop_fs.Options.Rename.NONE
+        # Per filesystem (scheme and authority): looking one up costs a user lookup and a cache probe in the JVM.
+        self._filesystems: dict[str, object] = {}
+        self._contexts: dict[str, object] = {}
+        self._without_acls: set[str] = set()  # filesystems found not to support ACLs
+
+    def _path(self, location: str):
+        return self._path_class(location)
+
+    def _fs(self, location: str):
+        root = _filesystem_root(location)
+        if root not in self._filesystems:
+            self._filesystems[root] = self._path(location).getFileSystem(self._conf)
+        return self._filesystems[root]
+
+    def _context(self, location: str):
+        root = _filesystem_root(location)
+        if root not in self._contexts:
+            self._contexts[root] = self._file_context_class.getFileContext(self._path(location).toUri(), self._conf)
+        return self._contexts[root]
+
+    def qualify(self, location: str) -> str:
+        """Fully qualified form of a location (scheme and authority filled in)."""
+        path = self._path(location)
+        return str(path.getFileSystem(self._conf).makeQualified(path).toString())
+
+    def exists(self, location: str) -> bool:
+        return bool(self._fs(location).exists(self._path(location)))
+
+    def is_dir(self, location: str) -> bool:
+        return bool(self._fs(location).isDirectory(self._path(location)))
+
+    def list_entries(self, location: str) -> DirEntries:
+        """Subdirectory names and data files (size, mtime) directly under `location`, from one listing call."""
+        fs = self._fs(location)
+        path = self._path(location)
+        try:
+            statuses = fs.listStatus(path)
+        except Exception:  # py4j wraps FileNotFoundException
+            if not fs.exists(path):
+                raise StorageError(f"location {location} does not exist") from None
+            raise
+        directories, files = [], []
+        for status in statuses:
+            file_path = status.getPath()
+            name = str(file_path.getName())
+            if status.isDirectory():
+                directories.append(name)
+            elif not is_hidden(name):
+                files.append(
+                    DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime()))
+                )
+        return DirEntries(sorted(directories), sorted(files, key=lambda f: f.path))
+
+    def list_data_files(self, location: str) -> list[DataFile]:
+        """Data files directly under `location` with size and mtime; one listing call for the directory."""
+        return self.list_entries(location).files
+
+    def list_names(self, location: str, directories: bool) -> list[str]:
+        """Names of the subdirectories (or files) directly under `location`; empty when it does not exist."""
+        fs = self._fs(location)
+        path = self._path(location)
+        if not fs.exists(path):
+            return []
+        return sorted(str(s.getPath().getName()) for s in fs.listStatus(path) if bool(s.isDirectory()) == directories)
+
+    def mkdirs(self, location: str) -> None:
+        if not self._fs(location).mkdirs(self._path(location)):
+            raise StorageError(f"could not create directory {location}")
+
+    def delete(self, location: str, recursive: bool = True) -> bool:
+        """Delete a file or directory; False when it did not exist."""
+        fs = self._fs(location)
+        path = self._path(location)
+        if not fs.exists(path):
+            return False
+        if not fs.delete(path, recursive):
+            raise StorageError(f"could not delete {location}")
+        return True
+
+    def rename_strict(self, source: str, target: str) -> None:
+        """Rename `source` (file or directory) to exactly `target`, atomically refusing an existing target.
+
+        `FileSystem.rename` moves a directory *into* an existing target directory on HDFS, which would corrupt a
+        swap; `FileContext.rename` without OVERWRITE fails instead, and the check is atomic in the NameNode.
+        """
+        src, dst = self._path(source), self._path(target)
+        try:
+            self._context(source).rename(src, dst, self._no_overwrite)
+        except Exception as error:  # py4j wraps the Java exception; name the cause in our words
+            cause = (java_messages(error) or [str(error)])[0]
+            if is_java_error(error, "FileAlreadyExistsException") or self.exists(target):
+                raise StorageError(f"refusing to rename {source} onto {target}: the target already exists") from None
+            if not self.exists(source):
+                raise StorageError(f"cannot rename {source}: it does not exist") from None
+            raise StorageError(f"rename of {source} to {target} failed: {cause.splitlines()[0]}") from None
+
+    rename_file = rename_strict
+
+    def delete_empty_dir(self, location: str) -> bool:
+        """Delete a directory only if it is empty (non-recursive); False when it is not (or is gone)."""
+        fs = self._fs(location)
+        try:
+            return bool(fs.delete(self._path(location), False))
+        except Exception:  # PathIsNotEmptyDirectoryException (HDFS) / IOException (local)
+            return False
+
+    def read_text(self, location: str) -> str:
+        fs = self._fs(location)
+        stream = fs.open(self._path(location))
+        try:
+            reader = self._jvm.java.io.BufferedReader(
+                self._jvm.java.io.InputStreamReader(stream, self._jvm.java.nio.charset.StandardCharsets.UTF_8)
+            )
+            lines = []
+            line = reader.readLine()
+            while line is not None:
+                lines.append(str(line))
+                line = reader.readLine()
+            return "\n".join(lines)
+        finally:
+            stream.close()
+
+    def write_text(self, location: str, text: str, overwrite: bool = True) -> None:
+        """Write a small text file durably (hflush/hsync before close where the filesystem supports it)."""
+        fs = self._fs(location)
+        stream = fs.create(self._path(location), overwrite)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+            stream.hsync()
+        finally:
+            stream.close()
+
+    def create_exclusive(self, location: str, text: str) -> bool:
+        """Create a file only if it does not exist, atomically; False when it already existed."""
+        fs = self._fs(location)
+        path = self._path(location)
+        overwrite = False  # HDFS refuses an existing path atomically in the NameNode
+        try:
+            if str(fs.getScheme()) == "file":
+                # The local filesystem's create(overwrite=False) checks, then creates: two processes can both
+                # succeed. Claim the name with an exclusive create (O_EXCL) first, then write our own file.
+                no_attributes = self._gateway.new_array(self._jvm.java.nio.file.attribute.FileAttribute, 0)
+                fs.mkdirs(path.getParent())  # as create() would
+                self._jvm.java.nio.file.Files.createFile(fs.pathToFile(path).toPath(), no_attributes)
+                overwrite = True
+            stream = fs.create(path, overwrite)
+        except Exception as error:  # py4j wraps FileAlreadyExistsException
+            if fs.exists(path):
+                return False
+            raise StorageError(f"could not create {location}: {error}") from None
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+            stream.hsync()
+        finally:
+            stream.close()
+        return True
+
+    def modification_time(self, location: str) -> int:
+        return int(self._fs(location).getFileStatus(self._path(location)).getModificationTime())
+
+    def set_modification_time(self, location: str, millis: int) -> None:
+        self._fs(location).setTimes(self._path(location), millis, -1)
+
+    def permission(self, location: str) -> str:
+        """Octal permission string of a file or directory (e.g. `755`)."""
+        status = self._fs(location).getFileStatus(self._path(location))
+        return str(status.getPermission().toOctal())
+
+    def copy_permission(self, source: str, target: str) -> None:
+        """Give `target` the permission (and ACL entries where supported) of `source`."""
+        fs = self._fs(source)
+        src, dst = self._path(source), self._path(target)
+        fs.setPermission(dst, fs.getFileStatus(src).getPermission())
+        filesystem = _filesystem_root(source)
+        if filesystem in self._without_acls:
+            return
+        try:
+            entries = fs.getAclStatus(src).getEntries()
+        except Exception as error:  # no ACL support (UnsupportedOperationException), or ACLs off: ask once
+            if is_java_error(error, "UnsupportedOperationException") or is_java_error(error, "AclException"):
+                self._without_acls.add(filesystem)
+            return
+        if entries.size() > 0:
+            fs.setAcl(dst, entries)
+
+    def move_to_trash(self, location: str) -> bool:
+        """Move to the filesystem's Trash when one is configured; False when there is none."""
+        trash = self._jvm.org.apache.hadoop.fs.Trash
+        fs = self._fs(location)
+        return bool(trash.moveToAppropriateTrash(fs, self._path(location), self._conf))

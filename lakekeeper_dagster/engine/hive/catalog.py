@@ -1,0 +1,115 @@
+"""Read Hive table and partition metadata in structured form from Spark's catalog."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.errors import CatalogError
+from lakekeeper_dagster.engine.hive.model import Column, TableInfo, Unit, quote_identifier
+from spark_resources.py4j import external_catalog, jvm, scala_seq
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _type_name(type_json: dict) -> str:
+    name = type_json.get("name", "unknown")
+    if name == "decimal":
+        return f"decimal({type_json.get('precision')},{type_json.get('scale')})"
+    return name
+
+
+def list_databases(spark: SparkSession) -> list[str]:
+    return sorted(str(d) for d in scala_seq(external_catalog(spark).listDatabases()))
+
+
+def list_tables(spark: SparkSession, database: str) -> list[str]:
+    """Names of the tables (and views) of a database, sorted."""
+    catalog = external_catalog(spark)
+    if not catalog.databaseExists(database):
+        raise CatalogError(f"database {database!r} does not exist in the metastore")
+    return sorted(str(t) for t in scala_seq(catalog.listTables(database)))
+
+
+def table_exists(spark: SparkSession, database: str, table: str) -> bool:
+    catalog = external_catalog(spark)
+    return bool(catalog.databaseExists(database) and catalog.tableExists(database, table))
+
+
+def read_table(spark: SparkSession, database: str, table: str) -> TableInfo:
+    """Structured metadata of `database.table` from `DESCRIBE TABLE EXTENDED ... AS JSON`."""
+    if not table_exists(spark, database, table):
+        raise CatalogError(f"table {database}.{table} does not exist in the metastore")
+    sql_name = f"{quote_identifier(database)}.{quote_identifier(table)}"
+    raw = json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {sql_name} AS JSON").collect()[0][0])
+    columns = tuple(
+        Column(c["name"], _type_name(c.get("type", {})), bool(c.get("nullable", True))) for c in raw["columns"]
+    )
+    schema_json = None
+    if raw.get("type") != "VIEW":
+        schema_json = str(external_catalog(spark).getTable(database, table).schema().json())
+    return TableInfo(
+        database=database,
+        name=table,
+        table_type=raw.get("type", "UNKNOWN"),
+        provider=raw.get("provider"),
+        serde=raw.get("serde_library"),
+        input_format=raw.get("input_format"),
+        output_format=raw.get("output_format"),
+        location=raw.get("location"),
+        columns=columns,
+        partition_columns=tuple(raw.get("partition_columns", [])),
+        table_properties=dict(raw.get("table_properties", {})),
+        storage_properties=dict(raw.get("storage_properties", {})),
+        num_buckets=raw.get("num_buckets"),
+        bucket_columns=tuple(raw.get("bucket_columns", [])),
+        sort_columns=tuple(raw.get("sort_columns", [])),
+        schema_json=schema_json,
+    )
+
+
+def list_partitions(spark: SparkSession, info: TableInfo) -> list[Unit]:
+    """Every partition of a partitioned table with its raw values and its own location, in name order."""
+    if not info.is_partitioned:
+        return []
+    java = jvm(spark)
+    hadoop_path = java.org.apache.hadoop.fs.Path  # looked up once: each py4j lookup is a round trip
+    partitions = external_catalog(spark).listPartitions(info.database, info.name, java.scala.Option.empty())
+    result = []
+    for partition in scala_seq(partitions):  # a few py4j calls per partition, none per file
+        spec_map = partition.spec()
+        spec = {column: _optional_str(spec_map.apply(column)) for column in info.partition_columns}
+        location = str(hadoop_path(partition.location()).toString())
+        result.append(Unit(spec=spec, location=location))
+    return sorted(result, key=lambda p: p.partition)
+
+
+def _optional_str(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def table_units(spark: SparkSession, info: TableInfo) -> list[Unit]:
+    """The units of a table: each partition, or the whole table directory."""
+    if info.is_partitioned:
+        return list_partitions(spark, info)
+    return [Unit(None, info.location)]
+
+
+def find_partitions(spark: SparkSession, info: TableInfo, names: list[str]) -> list[Unit]:
+    """The partitions with these Hive names (one listing), with an error naming a few valid names otherwise."""
+    partitions = list_partitions(spark, info)
+    by_name = {p.partition: p for p in partitions}
+    for name in names:
+        if name not in by_name:
+            examples = ", ".join(p.partition for p in partitions[:3]) or "none"
+            raise CatalogError(
+                f"partition {name!r} does not exist in table {info.qualified_name} "
+                f"(it has {len(partitions)} partitions, e.g. {examples})"
+            )
+    return [by_name[name] for name in names]
+
+
+def find_partition(spark: SparkSession, info: TableInfo, name: str) -> Unit:
+    """The partition whose Hive name is `name`."""
+    return find_partitions(spark, info, [name])[0]

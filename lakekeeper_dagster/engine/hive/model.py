@@ -1,0 +1,180 @@
+"""Hive tables and their units as plain data, and the quoting and escaping of identifiers and partition values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lakekeeper_dagster.engine.errors import CatalogError
+
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+# Hive's FileUtils.escapePathName escapes these characters (and control characters) as %XX.
+_HIVE_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^")
+
+FORMATS_BY_SERDE = {
+    "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe": "parquet",
+    "org.apache.hadoop.hive.ql.io.orc.OrcSerde": "orc",
+    "org.apache.hadoop.hive.serde2.avro.AvroSerDe": "avro",
+    "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe": "text",
+}
+SUPPORTED_FORMATS = ("parquet", "orc", "avro", "text")
+BACKUP_SOURCE_PROPERTY = "lakekeeper.backup.source"
+
+
+def escape_partition_value(value: str | None) -> str:
+    """Escape one partition value as Hive does in directory and partition names."""
+    if value is None or value == "":
+        return HIVE_DEFAULT_PARTITION
+    return "".join(f"%{ord(c):02X}" if (ord(c) < 0x20 or c in _HIVE_ESCAPED) else c for c in value)
+
+
+def partition_name(spec: dict[str, str | None]) -> str:
+    """Hive partition name (`date=2024-01-01/ref=FR`) of an ordered spec, escaped as the metastore prints it."""
+    return "/".join(f"{escape_partition_value(k)}={escape_partition_value(v)}" for k, v in spec.items())
+
+
+def quote_identifier(name: str) -> str:
+    """Backquote a Spark SQL identifier, doubling any backquote inside."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal for `value` (backslashes and quotes escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def partition_clause(spec: dict[str, str | None]) -> str:
+    """`PARTITION (`a`='x', `b`='y')` for a spec, every identifier quoted and value escaped."""
+    parts = []
+    for column, value in spec.items():
+        literal = "NULL" if value is None or value == HIVE_DEFAULT_PARTITION else sql_string(value)
+        parts.append(f"{quote_identifier(column)}={literal}")
+    return f"PARTITION ({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool = True
+
+
+def split_table_name(name: str) -> tuple[str, str]:
+    """`db.table` -> (db, table), with a clear error for anything else."""
+    parts = name.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise CatalogError(f"table name {name!r} must be of the form DATABASE.TABLE")
+    return parts[0], parts[1]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What an operation works on: one partition (raw values in partition-column order, its own location), or a
+    whole unpartitioned table (no spec, the table's location)."""
+
+    spec: dict[str, str | None] | None
+    location: str
+
+    @property
+    def partition(self) -> str | None:
+        """The Hive partition name (`date=2024-01-01/ref=FR`), or None for a whole table."""
+        return partition_name(self.spec) if self.spec else None
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """Structured metadata of a Hive table, as read from the catalog."""
+
+    database: str
+    name: str
+    table_type: str
+    provider: str | None
+    serde: str | None
+    input_format: str | None
+    output_format: str | None
+    location: str | None
+    columns: tuple[Column, ...]
+    partition_columns: tuple[str, ...]
+    table_properties: dict[str, str] = field(default_factory=dict)
+    storage_properties: dict[str, str] = field(default_factory=dict)
+    num_buckets: int | None = None
+    bucket_columns: tuple[str, ...] = ()
+    sort_columns: tuple[str, ...] = ()
+    schema_json: str | None = None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    @property
+    def sql_name(self) -> str:
+        return f"{quote_identifier(self.database)}.{quote_identifier(self.name)}"
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_columns)
+
+    @property
+    def data_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.name not in self.partition_columns)
+
+    @property
+    def transactional(self) -> bool:
+        return self.table_properties.get("transactional", "false").lower() == "true"
+
+    @property
+    def table_format(self) -> str | None:
+        """Lakehouse table format (iceberg, delta, hudi) if the table is one, else None."""
+        props = {k.lower(): v.lower() for k, v in self.table_properties.items()}
+        provider = (self.provider or "").lower()
+        source_provider = props.get("spark.sql.sources.provider", "")
+        if "metadata_location" in props:  # set by Iceberg's HiveCatalog on every Iceberg table
+            return "iceberg"
+        for fmt in ("iceberg", "delta", "hudi"):
+            if fmt in (provider, source_provider, props.get("table_type", "")):
+                return fmt
+            if fmt in (self.input_format or "").lower() or fmt in (self.serde or "").lower():
+                return fmt
+        return None
+
+    @property
+    def file_format(self) -> str:
+        """Data file format: parquet, orc, avro, text, or the provider/SerDe name when unsupported."""
+        provider = (self.provider or "").lower()
+        if provider and provider != "hive":
+            return provider
+        fmt = FORMATS_BY_SERDE.get(self.serde or "", self.serde or "unknown")
+        if fmt == "text" and not (self.input_format or "").endswith(".TextInputFormat"):
+            return (self.input_format or "unknown").rsplit(".", 1)[-1]  # e.g. SequenceFileInputFormat
+        return fmt
+
+    @property
+    def codec_property(self) -> str | None:
+        """The codec set in TBLPROPERTIES for this format, if any."""
+        key = {"parquet": "parquet.compression", "orc": "orc.compress", "avro": "avro.output.codec"}.get(
+            self.file_format
+        )
+        if key is None:
+            return None
+        props = {k.lower(): v for k, v in self.table_properties.items()}
+        return props.get(key)
+
+    def skip_reason(self) -> str | None:
+        """Why this table cannot be compacted, or None when it can."""
+        if self.table_type == "VIEW":
+            return "view (no data files of its own)"
+        if BACKUP_SOURCE_PROPERTY in self.table_properties:
+            return f"lakekeeper backup of {self.table_properties[BACKUP_SOURCE_PROPERTY]} (roll back or clean it up)"
+        if self.table_format:
+            return f"{self.table_format} table (it manages its own files; use its own compaction)"
+        if self.transactional:
+            return "transactional (ACID) table: Hive compaction owns its files"
+        if self.table_type != "EXTERNAL":
+            return f"{self.table_type.lower()} table: only EXTERNAL tables are compacted"
+        if self.num_buckets:
+            return f"bucketed table ({self.num_buckets} buckets): rewriting files would break bucketing"
+        if self.file_format not in SUPPORTED_FORMATS:
+            return f"unsupported file format {self.file_format!r} (supported: {', '.join(SUPPORTED_FORMATS)})"
+        if not self.location:
+            return "table has no location"
+        return None

@@ -1,0 +1,250 @@
+"""One batch of a compaction run through the protocol: write -> verify -> back up -> swap -> commit.
+
+A batch's units are written by several Spark jobs at once into hidden staging siblings (each unit's input
+fingerprint observed in the same pass), verified by one Spark job over all staged outputs, registered in the
+backup with one statement, swapped one by one right after their pre-swap checks, and committed together.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
+from lakekeeper_dagster.engine.faults import kill_point, wants
+from lakekeeper_dagster.engine.fs.storage import DirEntries, Storage, child
+from lakekeeper_dagster.engine.hive import backup as backups
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
+from lakekeeper_dagster.engine.plan.units import UnitPlan
+from lakekeeper_dagster.engine.protocol.checks import check_before_swap, refuse_subdirectories
+from lakekeeper_dagster.engine.protocol.commit import commit_swapped, swap_unit
+from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
+from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.rewrite.codec import choose_codec
+from lakekeeper_dagster.engine.rewrite.fingerprint import (
+    Fingerprint,
+    combine,
+    fingerprints_by_file,
+    from_observation,
+    observed,
+)
+from lakekeeper_dagster.engine.rewrite.schema import HIVE_COMPATIBLE_WRITES, arrange, read_files
+from lakekeeper_dagster.engine.statuses import RunStep, UnitState, UnitStatus
+from spark_resources.py4j import java_cause, job_description, session_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CompactionRun:
+    """Everything one compaction run shares across its units."""
+
+    spark: SparkSession
+    storage: Storage
+    info: TableInfo
+    options: CompactionOptions
+    schema: StructType
+    sort_columns: tuple[str, ...]
+    journal: Journal
+    lease: TableLease
+
+    def ensure_backup(self) -> str:
+        if self.journal.backup_table is None:
+            name = backups.backup_name(self.options.backup_prefix, self.info.name, self.journal.run_id)
+            self.journal.record(self.storage, RunStep.BACKUP, backup_table=name)
+            backups.create_backup(self.spark, self.info, name, self.journal.run_id, self.journal.directory)
+        return self.journal.backup_table
+
+    @property
+    def backup_sql_name(self) -> str:
+        return backups.table_sql(self.info.database, self.journal.backup_table)
+
+    def label(self, unit: UnitRecord) -> str:
+        return self.info.qualified_name + (f" partition {unit.partition}" if unit.partition else "")
+
+    def spark_job(self, what: str):
+        """Label the Spark jobs started meanwhile in this thread: operation, table or partition, step."""
+        return job_description(self.spark, f"lakekeeper compact {what}")
+
+
+@dataclass
+class BatchItem:
+    """One unit of a batch on its way through the protocol."""
+
+    index: int
+    plan: UnitPlan
+    snapshot: DirEntries
+    result: UnitResult
+    before: Fingerprint | None = None
+    failure: str | None = None
+
+
+def _write_unit(run: CompactionRun, item: BatchItem) -> None:
+    """Write one compacted unit into its staging directory, its input fingerprint observed in the same pass.
+
+    Runs in a worker thread (several units' Spark jobs at once); a failure is kept on the item, never raised.
+    """
+    unit = run.journal.units[item.index]
+    try:
+        refuse_subdirectories(item.snapshot.directories, run.label(unit))
+        codec = choose_codec(run.spark, run.info, item.snapshot.files)
+        with run.spark_job(f"{run.label(unit)}: write {unit.target_files} file(s)"):
+            df, observation = observed(
+                read_files(run.spark, run.info, run.schema, [f.path for f in item.snapshot.files]),
+                f"lk-in-{run.journal.run_id}-{item.index}",
+            )
+            writer = arrange(df, run.sort_columns, unit.target_files).write.mode("errorifexists")
+            writer.format(run.info.file_format).option("compression", codec).save(unit.incoming)
+        run.storage.delete(child(unit.incoming, "_SUCCESS"))
+        if wants("drop-staged-file"):
+            run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
+        item.before = from_observation(observation)
+    except UnitFailure as failure:
+        item.failure = str(failure)
+    except Exception as error:
+        run.storage.delete(unit.incoming)
+        item.failure = (
+            f"{run.label(unit)}: could not read or write its data ({java_cause(error)}); the original files are "
+            "untouched. Check the files of this partition (a corrupt or unreadable file?) and retry."
+        )
+
+
+def _stage(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
+    """Write every unit of the batch, `concurrent_jobs` Spark jobs at a time; the ones that wrote."""
+    workers = min(run.options.batching.concurrent_jobs, len(items))
+    with (
+        session_conf(run.spark, HIVE_COMPATIBLE_WRITES),  # session-wide, so set once around all the writers
+        ThreadPoolExecutor(workers, thread_name_prefix="lk-write") as pool,
+    ):
+        list(pool.map(lambda item: _write_unit(run, item), items))
+    return _drop_failed(run, items)
+
+
+def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
+    """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ."""
+    if not items:
+        return items
+    storage, journal = run.storage, run.journal
+    outputs = {item.index: storage.list_data_files(journal.units[item.index].incoming) for item in items}
+    owner = {f.name: index for index, files in outputs.items() for f in files}
+    if len(owner) != sum(len(files) for files in outputs.values()):
+        raise OperationError(f"{run.info.qualified_name}: two staged outputs hold files of the same name; retry")
+    with run.spark_job(f"{run.info.qualified_name}: verify {len(items)} staged unit(s)"):
+        staged = read_files(run.spark, run.info, run.schema, [journal.units[item.index].incoming for item in items])
+        per_file = fingerprints_by_file(staged, run.schema)
+    unknown = sorted(set(per_file) - set(owner))
+    if unknown:
+        raise OperationError(f"{run.info.qualified_name}: staged file {unknown[0]} was not written by this run")
+    written = {}
+    for item in items:
+        files = outputs[item.index]
+        output = combine([per_file[f.name] for f in files if f.name in per_file])
+        result = item.result
+        result.rows_before, result.checksum_before = item.before.rows, item.before.checksum
+        result.rows_after, result.checksum_after = output.rows, output.checksum
+        result.files_after, result.bytes_after = len(files), sum(f.size for f in files)
+        written[item.index] = {
+            "input": item.before.to_dict(),
+            "output": output.to_dict(),
+            "output_files": [f.name for f in files],
+        }
+        if item.before != output:
+            item.failure = (
+                f"{run.label(journal.units[item.index])}: verification failed: input {item.before.rows} rows / "
+                f"checksum {item.before.checksum}, output {output.rows} rows / checksum {output.checksum}; the output "
+                "was deleted and the original files are untouched"
+            )
+    journal.record_units(storage, UnitState.WRITTEN, written)
+    kill_point(UnitState.WRITTEN)
+    return _drop_failed(run, items)
+
+
+def _back_up(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
+    """Register the batch's original directories in the run's zero-copy backup table (one statement)."""
+    if not items:
+        return items
+    backup = run.ensure_backup()
+    units = [run.journal.units[item.index] for item in items]
+    backups.add_partitions(run.spark, run.backup_sql_name, [(u.spec, u.live) for u in units if u.spec])
+    run.journal.record_units(run.storage, UnitState.BACKED_UP, {item.index: {} for item in items})
+    kill_point(UnitState.BACKED_UP)
+    for item in items:
+        item.result.backup_table = backup
+    return items
+
+
+def _swap(run: CompactionRun, item: BatchItem) -> int | None:
+    """Check the unit right before its swap (writers done, snapshot intact, lease held), then swap it.
+
+    The late files carried over, or None when the unit was failed by a check (nothing was changed).
+    """
+    storage, journal = run.storage, run.journal
+    unit = journal.units[item.index]
+    label = run.label(unit)
+    try:
+        check_before_swap(storage, unit.live, item.snapshot.files, label)
+    except UnitFailure as failure:
+        item.failure = str(failure)
+        _drop_failed(run, [item])
+        return None
+    run.lease.ensure_held(f"the swap of {label}")
+    journal.record(storage, UnitState.SWAPPING, item.index)
+    kill_point(UnitState.SWAPPING)
+    try:
+        return swap_unit(storage, journal, item.index)
+    except Exception as error:
+        raise _interrupted(run, label, error) from error
+
+
+def _interrupted(run: CompactionRun, label: str, error: Exception) -> OperationError:
+    return OperationError(
+        f"{label}: the swap was interrupted ({java_cause(error)}). Its journal holds every step: run "
+        f"`lakekeeper-dagster recover --table {run.info.qualified_name}` (the next compaction does too)."
+    )
+
+
+def _drop_failed(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
+    """Undo what the failed items left (staged output, backup partition), journal and log them; the rest."""
+    ok = []
+    for item in items:
+        if item.failure is None:
+            ok.append(item)
+            continue
+        unit = run.journal.units[item.index]
+        run.storage.delete(unit.incoming)
+        if run.journal.backup_table and unit.spec and unit.state == UnitState.BACKED_UP:
+            backups.drop_partition(run.spark, run.backup_sql_name, unit.spec)
+        run.journal.record(run.storage, UnitState.FAILED, item.index, error=item.failure)
+        item.result.status, item.result.reason = UnitStatus.FAILED, item.failure
+        log.error("%s", item.failure)
+    return ok
+
+
+def compact_batch(run: CompactionRun, items: list[BatchItem]) -> None:
+    """Write, verify, back up, swap and commit one batch of units; each item's result says how it ended."""
+    started = time.monotonic()
+    live = _back_up(run, _verify(run, _stage(run, items)))
+    carried = {}
+    for item in live:
+        moved = _swap(run, item)
+        if moved is not None:
+            carried[item.index] = moved
+    try:
+        commit_swapped(run.spark, run.storage, run.info, run.journal, carried, run.options.analyze_stats)
+    except Exception as error:
+        raise _interrupted(run, f"{run.info.qualified_name} ({len(carried)} swapped unit(s))", error) from error
+    for item in live:
+        if item.index in carried:
+            item.result.carried_files = carried[item.index]
+            item.result.status, item.result.reason = UnitStatus.COMPACTED, item.plan.reason
+    share = round((time.monotonic() - started) / len(items), 3)
+    for item in items:  # the units of a batch run together: each gets an equal share of its wall time
+        item.result.seconds = share

@@ -1,0 +1,154 @@
+"""Compaction of Hive external tables: plan, execute into temporary places, verify, then commit by a swap.
+
+Units (partitions, or a whole unpartitioned table) go through the protocol in batches (`ops/batch.py`), under the
+table's lease and with every step journaled: snapshot the data files -> write each unit into a hidden staging
+sibling -> verify every staged output -> register the originals in the zero-copy backup -> per unit: re-list (the
+snapshot must be intact) and swap directories, carrying late files over -> point the backup at the retired
+originals, refresh caches and statistics, mark the batch committed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.errors import OperationError, StorageError
+from lakekeeper_dagster.engine.fs.storage import DirEntries, DirStats, Storage
+from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
+from lakekeeper_dagster.engine.hive.eligibility import load_compactable
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
+from lakekeeper_dagster.engine.ops.batch import BatchItem, CompactionRun, compact_batch
+from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
+from lakekeeper_dagster.engine.plan.thresholds import batches
+from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit
+from lakekeeper_dagster.engine.protocol.commit import finish_run
+from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
+from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
+from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
+from lakekeeper_dagster.engine.statuses import RunKind, UnitStatus
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None) -> list[Unit]:
+    if not info.is_partitioned:
+        if partitions:
+            raise OperationError(f"table {info.qualified_name} is not partitioned; do not pass a partition")
+        return table_units(spark, info)
+    if partitions:
+        return find_partitions(spark, info, partitions)
+    return table_units(spark, info)
+
+
+def _select(plan: UnitPlan, force: bool) -> str | None:
+    """None when the unit is to be compacted, else why it is skipped."""
+    if plan.needs_compaction:
+        return None
+    if force and plan.file_count > max(1, plan.target_files):
+        return None
+    return plan.reason
+
+
+def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **figures) -> UnitResult:
+    return UnitResult(
+        info.database,
+        info.name,
+        plan.partition,
+        plan.location,
+        status,
+        reason,
+        files_before=plan.file_count,
+        bytes_before=plan.total_bytes,
+        target_files=plan.target_files,
+        **figures,
+    )
+
+
+def _journal(info: TableInfo, options: CompactionOptions, run_id: str, work: list[tuple[UnitPlan, DirEntries, Unit]]):
+    units = [
+        UnitRecord(
+            partition=plan.partition,
+            spec=unit.spec,
+            live=plan.location,
+            incoming=sibling(plan.location, "staging", run_id),
+            retired=sibling(plan.location, "old", run_id),
+            known=[f.name for f in entries.files],
+            target_files=plan.target_files,
+        )
+        for plan, entries, unit in work
+    ]
+    return Journal.new(info.location, info.database, info.name, run_id, RunKind.COMPACT, options.owner, units)
+
+
+def compact_table(
+    spark: SparkSession,
+    database: str,
+    table: str,
+    options: CompactionOptions,
+    partitions: list[str] | None = None,
+) -> list[UnitResult]:
+    """Compact the partitions of a table that need it (or the named ones); one result per unit."""
+    info = load_compactable(spark, database, table)
+    storage = Storage(spark)
+    unreachable = OperationError(
+        f"table {info.qualified_name}: its location {info.location} is not reachable; check the path and "
+        "your permissions"
+    )
+    if not storage.exists(info.location) and not storage.exists(journal_root(info.location)):
+        raise unreachable
+    sort_columns = resolve_sort_columns(info, options.sort_columns)
+    targets = _targets(spark, info, partitions)
+    run_id = new_run_id()
+    with exclusive(spark, storage, info, run_id, options.owner) as lease:  # a crashed run may have left it mid-swap
+        if not storage.exists(info.location):
+            raise unreachable
+        refuse_leftovers(storage, info, [t.location for t in targets])
+        results: list[UnitResult] = []
+        work: list[tuple[UnitPlan, DirEntries, Unit]] = []
+        for target in targets:
+            try:
+                entries = storage.list_entries(target.location)  # the snapshot
+            except StorageError:
+                results.append(
+                    UnitResult(
+                        database,
+                        table,
+                        target.partition,
+                        target.location,
+                        UnitStatus.SKIPPED,
+                        f"location {target.location} is missing",
+                    )
+                )
+                continue
+            stats = DirStats.of(target.location, entries.files)
+            plan = plan_unit(
+                target.partition,
+                target.location,
+                stats.file_count,
+                stats.total_bytes,
+                stats.median_bytes,
+                options.thresholds,
+            )
+            skip = _select(plan, options.force)
+            if skip is not None:
+                results.append(
+                    _result(
+                        info, plan, UnitStatus.SKIPPED, skip, files_after=plan.file_count, bytes_after=plan.total_bytes
+                    )
+                )
+                continue
+            work.append((plan, entries, target))
+        if not work:
+            return results
+        journal = _journal(info, options, run_id, work)
+        journal.start(storage)
+        run = CompactionRun(spark, storage, info, options, data_schema(info), sort_columns, journal, lease)
+        items = [
+            BatchItem(i, plan, entries, _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id))
+            for i, (plan, entries, _) in enumerate(work)
+        ]
+        for batch in batches([item.plan.total_bytes for item in items], options.batching):
+            compact_batch(run, [items[i] for i in batch])
+        results += [item.result for item in items]
+        finish_run(spark, storage, info, journal)
+    return results

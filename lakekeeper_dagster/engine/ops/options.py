@@ -1,0 +1,59 @@
+"""What goes into a compaction run and what comes out of it, per unit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
+from lakekeeper_dagster.engine.statuses import UnitStatus
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    thresholds: Thresholds
+    sort_columns: tuple[str, ...] = ()
+    analyze_stats: bool = False
+    force: bool = False
+    backup_prefix: str = "__bkp"
+    owner: str = ""
+    batching: Batching = Batching()
+
+
+@dataclass
+class UnitResult:
+    """What happened to one unit (a partition, or an unpartitioned table)."""
+
+    database: str
+    table: str
+    partition: str | None
+    location: str
+    status: UnitStatus
+    reason: str
+    files_before: int = 0
+    files_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    rows_before: int | None = None
+    rows_after: int | None = None
+    checksum_before: str | None = None
+    checksum_after: str | None = None
+    target_files: int = 0
+    seconds: float = 0.0
+    backup_table: str | None = None
+    carried_files: int = 0
+    run_id: str | None = None
+
+    @property
+    def row_count_preserved(self) -> bool:
+        return self.rows_before is not None and self.rows_before == self.rows_after
+
+    @property
+    def checksum_matches(self) -> bool:
+        return self.checksum_before is not None and self.checksum_before == self.checksum_after
+
+    def to_dict(self) -> dict:
+        data = dict(self.__dict__)
+        data["status"] = str(self.status)
+        data["row_count_preserved"] = self.row_count_preserved
+        data["checksum_matches"] = self.checksum_matches
+        return data

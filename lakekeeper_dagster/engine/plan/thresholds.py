@@ -1,0 +1,75 @@
+"""The size rule and the batching of a run: pure Python."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lakekeeper_dagster.engine.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Lakekeeper's rule: compact when the typical file is smaller than block_size / ratio."""
+
+    block_size_bytes: int
+    ratio: float
+    statistic: str = "average"
+
+    def __post_init__(self) -> None:
+        if self.block_size_bytes <= 0:
+            raise ConfigError(f"block_size_bytes must be > 0, got {self.block_size_bytes}")
+        if self.ratio <= 0:
+            raise ConfigError(f"compaction_ratio_threshold must be > 0, got {self.ratio}")
+        if self.statistic not in ("average", "median"):
+            raise ConfigError(f"size_statistic must be 'average' or 'median', got {self.statistic!r}")
+
+    @property
+    def small_file_bytes(self) -> float:
+        return self.block_size_bytes / self.ratio
+
+
+def target_file_count(total_bytes: int, block_size_bytes: int) -> int:
+    """ceil(bytes / block size), at least 1."""
+    return max(1, math.ceil(total_bytes / block_size_bytes))
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How units are grouped: a batch's units are written concurrently, verified in one Spark job, registered in the
+    backup and committed with one metastore call each; its staged copies are what needs free space at once."""
+
+    max_units: int = 100
+    max_bytes: int = 8 * 1024**3
+    concurrent_jobs: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("max_units", "max_bytes", "concurrent_jobs"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"batching.{name} must be >= 1, got {getattr(self, name)}")
+
+
+def batches(sizes: list[int], batching: Batching) -> list[list[int]]:
+    """Consecutive groups of unit indexes, each at most `max_units` long and `max_bytes` big (a unit bigger than
+    `max_bytes` goes alone)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for index, size in enumerate(sizes):
+        if current and (len(current) >= batching.max_units or total + size > batching.max_bytes):
+            groups.append(current)
+            current, total = [], 0
+        current.append(index)
+        total += size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KB' (binary units, as Lakekeeper's report)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"

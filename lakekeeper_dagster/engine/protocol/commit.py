@@ -1,0 +1,105 @@
+"""Commit: the only steps readers see, for both kinds of run; shared by the operations and by recovery.
+
+- A compact run replaces a unit's files: its rewritten copy is swapped in, the run's backup is pointed at the
+  retired originals (one metastore call a batch), caches and statistics are refreshed, the units are marked
+  committed. A run that committed nothing leaves no backup and no journal behind.
+- A rollback run restores them: the originals are swapped back, the replaced copy is deleted, the compaction's
+  journal marks the unit rolled back and its backup forgets it. The backup goes once nothing of it is left.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.faults import kill_point
+from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.hive import backup as backups
+from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
+from lakekeeper_dagster.engine.protocol.journal import Journal
+from lakekeeper_dagster.engine.protocol.swap import finish_swap
+from lakekeeper_dagster.engine.statuses import RunStep, UnitState
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def refresh(spark: SparkSession, info: TableInfo) -> None:
+    """Drop Spark's cached file listings and metadata of the table, so readers in this session see the swap."""
+    spark.catalog.refreshTable(info.sql_name)
+
+
+def swap_unit(storage: Storage, journal: Journal, index: int) -> int:
+    """Swap one unit (re-entrant from any point a crash left it at); return the late files carried over."""
+    carried = finish_swap(storage, journal.units[index])
+    kill_point("installed")
+    return carried
+
+
+def commit_swapped(
+    spark: SparkSession,
+    storage: Storage,
+    info: TableInfo,
+    journal: Journal,
+    carried: dict[int, int],
+    analyze_stats: bool,
+) -> None:
+    """After the swaps of a batch: point the backup at the retired originals (one metastore call), refresh the
+    table's caches once, refresh statistics, then mark the units committed in one journal record."""
+    if not carried:
+        return
+    units = [journal.units[i] for i in carried]
+    backups.set_locations(spark, info.database, journal.backup_table, [(u.spec, u.retired) for u in units])
+    refresh(spark, info)
+    if analyze_stats:
+        for unit in units:
+            clause = f" {partition_clause(unit.spec)}" if unit.spec else ""
+            spark.sql(f"ANALYZE TABLE {info.sql_name}{clause} COMPUTE STATISTICS NOSCAN")
+    previously = {i: int(journal.units[i].details.get("carried", 0)) for i in carried}
+    journal.record_units(storage, UnitState.COMMITTED, {i: {"carried": n + previously[i]} for i, n in carried.items()})
+    kill_point(UnitState.COMMITTED)
+
+
+def commit_units(
+    spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, indices: list[int], analyze_stats: bool
+) -> None:
+    """Finish the swaps of these units (re-entrant) and commit them: what recovery does for a run cut off mid-swap."""
+    carried = {i: swap_unit(storage, journal, i) for i in indices}
+    commit_swapped(spark, storage, info, journal, carried, analyze_stats)
+
+
+def finish_run(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:
+    """Mark a compact run done; a run that committed nothing leaves no backup and no journal behind."""
+    journal.record(storage, RunStep.DONE)
+    if not journal.committed_units():
+        if journal.backup_table:
+            backups.drop_backup(spark, info.database, journal.backup_table)
+        storage.delete(journal.directory)
+
+
+def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> None:
+    """Swap a rollback unit's originals back (re-entrant), drop the compacted copy and the backup's pointer."""
+    unit = journal.units[i]
+    carried = finish_swap(storage, unit)
+    journal.record(storage, UnitState.INSTALLED, i, carried=carried)
+    kill_point(UnitState.INSTALLED)
+    storage.delete(unit.retired)
+    compaction = Journal.load(storage, unit.details["compaction_journal"])
+    index = unit.details["compaction_unit"]
+    if compaction.units[index].state != UnitState.ROLLED_BACK:
+        compaction.record(storage, UnitState.ROLLED_BACK, index)
+    if unit.spec and compaction.backup_table:
+        backups.drop_partition(spark, backups.table_sql(info.database, compaction.backup_table), unit.spec)
+    refresh(spark, info)
+    journal.record(storage, UnitState.COMMITTED, i)
+    kill_point(UnitState.COMMITTED)
+
+
+def finish_restore(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:
+    """Mark a rollback run done; drop the backup (and the compaction's journal) once nothing of it is left."""
+    journal.record(storage, RunStep.DONE)
+    compaction = Journal.load(storage, journal.units[0].details["compaction_journal"]) if journal.units else None
+    if compaction is not None and not compaction.committed_units():
+        if compaction.backup_table:
+            backups.drop_backup(spark, info.database, compaction.backup_table)
+        storage.delete(compaction.directory)
+    storage.delete(journal.directory)

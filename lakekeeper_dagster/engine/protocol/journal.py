@@ -1,0 +1,178 @@
+"""The run journal: every step of a compaction or rollback, recorded durably before it happens.
+
+A journal lives beside the table, in the table's hidden state directory, on the same filesystem as the data:
+`<parent of table location>/.lakekeeper-<table dir>/journal/<run id>/`. Each record is a small JSON file created
+exclusively (`00000.json` is the plan, the rest are steps, each for one unit or for a batch of units), so a crash
+can at worst leave a torn last record, which is ignored. The state of a run is the plan with its steps folded in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+
+from lakekeeper_dagster.engine.errors import StorageError
+from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.statuses import RunKind, RunStep, UnitState
+
+HIDDEN_PREFIX = ".lk-"
+
+
+def state_dir(table_location: str) -> str:
+    """The table's hidden state directory (journals and lease), a sibling of its location."""
+    parent, name = split_location(table_location)
+    return child(parent, f".lakekeeper-{name}")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def sibling(live: str, role: str, run_id: str) -> str:
+    """A hidden sibling of a unit directory (`.lk-<role>-<run>-<name>`): never taken for a partition or data."""
+    parent, name = split_location(live)
+    return child(parent, f"{HIDDEN_PREFIX}{role}-{run_id}-{name}")
+
+
+@dataclass
+class UnitRecord:
+    """One unit of a run: a partition (or a whole unpartitioned table) and the directories of its swap.
+
+    The swap moves `live` to `retired` and `incoming` to `live`; files found in the retired directory that are not
+    in `known` arrived after the snapshot and are carried over into the new live directory exactly once.
+    """
+
+    partition: str | None
+    spec: dict[str, str | None] | None
+    live: str
+    incoming: str
+    retired: str
+    known: list[str]
+    target_files: int = 0
+    state: UnitState = UnitState.PLANNED
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.state = UnitState(self.state)  # a plain string when loaded from a record
+
+    @property
+    def label(self) -> str:
+        return self.partition or "(whole table)"
+
+
+@dataclass
+class Journal:
+    directory: str
+    run_id: str
+    kind: RunKind
+    database: str
+    table: str
+    owner: str
+    units: list[UnitRecord]
+    backup_table: str | None = None
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    created_at: float = field(default_factory=time.time)
+    done: bool = False
+    next_seq: int = 0
+
+    def __post_init__(self) -> None:
+        self.kind = RunKind(self.kind)
+
+    @classmethod
+    def new(
+        cls,
+        table_location: str,
+        database: str,
+        table: str,
+        run_id: str,
+        kind: RunKind,
+        owner: str,
+        units: list[UnitRecord],
+        backup_table: str | None = None,
+    ) -> Journal:
+        """A run's journal in the table's state directory (not written until `start`)."""
+        directory = child(journal_root(table_location), run_id)
+        return cls(directory, run_id, kind, database, table, owner, units, backup_table)
+
+    def _write(self, storage: Storage, payload: dict) -> None:
+        location = child(self.directory, f"{self.next_seq:05d}.json")
+        if not storage.create_exclusive(location, json.dumps(payload, sort_keys=True)):
+            raise StorageError(f"journal record {location} already exists: another process writes this journal")
+        self.next_seq += 1
+
+    def start(self, storage: Storage) -> None:
+        """Write the plan record (record 0)."""
+        plan = {k: v for k, v in asdict(self).items() if k not in ("directory", "done", "next_seq")}
+        self._write(storage, {"step": RunStep.PLAN, "plan": plan})
+
+    def record(self, storage: Storage, step: UnitState | RunStep, unit: int | None = None, **details) -> None:
+        """Durably record `step` (for unit index `unit`, or the run) before acting on it."""
+        self._write(storage, {"step": step, "unit": unit, "details": details, "at": time.time()})
+        self._apply(step, unit, details)
+
+    def record_units(self, storage: Storage, step: UnitState, details: dict[int, dict]) -> None:
+        """Durably record `step` for several units at once (one record for a batch), before acting on it."""
+        if not details:
+            return
+        payload = {str(i): d for i, d in details.items()}
+        self._write(storage, {"step": step, "units": payload, "at": time.time()})
+        for i, unit_details in details.items():
+            self._apply(step, i, unit_details)
+
+    def _apply(self, step: str, unit: int | None, details: dict) -> None:
+        if unit is None:
+            if step == RunStep.DONE:
+                self.done = True
+            elif step == RunStep.BACKUP:
+                self.backup_table = details["backup_table"]
+            return
+        record = self.units[unit]
+        record.state = UnitState(step)
+        record.details.update(details)
+
+    def committed_units(self) -> list[UnitRecord]:
+        return [u for u in self.units if u.state == UnitState.COMMITTED]
+
+    def paths(self) -> set[str]:
+        """Every hidden directory this run may have created."""
+        return {p.rstrip("/") for u in self.units for p in (u.incoming, u.retired)}
+
+    @classmethod
+    def load(cls, storage: Storage, directory: str) -> Journal:
+        """Rebuild a run's state from its records (a torn last record is ignored)."""
+        names = [n for n in storage.list_names(directory, directories=False) if n.endswith(".json")]
+        records = []
+        for name in sorted(names):
+            try:
+                records.append(json.loads(storage.read_text(child(directory, name))))
+            except json.JSONDecodeError:
+                if name != sorted(names)[-1]:
+                    raise StorageError(f"journal record {child(directory, name)} is corrupt") from None
+        if not records or records[0].get("step") != RunStep.PLAN:
+            raise StorageError(f"journal {directory} has no plan record")
+        plan = records[0]["plan"]
+        units = [UnitRecord(**u) for u in plan.pop("units")]
+        journal = cls(directory=directory, units=units, **plan)
+        journal.next_seq = int(sorted(names)[-1][:5]) + 1
+        for entry in records[1:]:
+            if "units" in entry:
+                for i, details in entry["units"].items():
+                    journal._apply(entry["step"], int(i), details)
+            else:
+                journal._apply(entry["step"], entry.get("unit"), entry.get("details", {}))
+        return journal
+
+
+def journal_root(table_location: str) -> str:
+    return child(state_dir(table_location), "journal")
+
+
+def load_journals(storage: Storage, table_location: str) -> list[Journal]:
+    """Every journal of the table, oldest first."""
+    root = journal_root(table_location)
+    return [Journal.load(storage, child(root, name)) for name in storage.list_names(root, directories=True)]

@@ -1,0 +1,143 @@
+"""Recovery: finish or undo the runs a crash interrupted, from their journals; refuse leftovers no journal explains.
+
+Every operation changes a table only inside `exclusive`: the table's lease is taken and every interrupted run of
+the table is brought to a consistent state first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.errors import LeaseHeldError, OperationError
+from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.hive import backup as backups
+from lakekeeper_dagster.engine.hive.catalog import read_table, table_exists
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.protocol.commit import commit_restored, commit_units, finish_restore, finish_run
+from lakekeeper_dagster.engine.protocol.journal import (
+    HIDDEN_PREFIX,
+    Journal,
+    journal_root,
+    load_journals,
+    new_run_id,
+    state_dir,
+)
+from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, TERMINAL, Recovery, RunKind, UnitState
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def _recover_compaction(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
+    """Roll forward the units whose swap began (all committed together), roll back the others."""
+    pending = [i for i, u in enumerate(journal.units) if u.state not in TERMINAL]
+    forward = [i for i in pending if journal.units[i].state in SWAP_BEGUN]
+    commit_units(spark, storage, info, journal, forward, analyze_stats=False)
+    messages = []
+    for i in pending:
+        if i in forward:
+            messages.append(f"{journal.units[i].label}: swap finished ({Recovery.ROLLED_FORWARD})")
+        else:
+            messages.append(_roll_back_compaction_unit(spark, storage, info, journal, i))
+    finish_run(spark, storage, info, journal)
+    return messages
+
+
+def _roll_back_compaction_unit(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
+    unit = journal.units[i]
+    storage.delete(unit.incoming)
+    backup_exists = journal.backup_table and table_exists(spark, info.database, journal.backup_table)
+    if backup_exists and unit.spec:
+        backups.drop_partition(spark, backups.table_sql(info.database, journal.backup_table), unit.spec)
+    journal.record(storage, UnitState.ABORTED, i, error="interrupted before the swap; undone by recover")
+    return f"{unit.label}: interrupted before the swap, temporary data removed ({Recovery.ROLLED_BACK})"
+
+
+def _recover_rollback(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
+    """Finish every rollback unit whose swap began; the ones that had not started are marked aborted."""
+    messages = []
+    for i, unit in enumerate(journal.units):
+        if unit.state in TERMINAL:
+            continue
+        if unit.state == UnitState.PLANNED:
+            journal.record(storage, UnitState.ABORTED, i, error="interrupted before the swap; nothing to undo")
+            messages.append(f"{unit.label}: rollback had not started")
+        else:
+            commit_restored(spark, storage, info, journal, i)
+            messages.append(f"{unit.label}: rollback finished ({Recovery.ROLLED_FORWARD})")
+    finish_restore(spark, storage, info, journal)
+    return messages
+
+
+_RECOVER_BY_KIND = {RunKind.COMPACT: _recover_compaction, RunKind.ROLLBACK: _recover_rollback}
+
+
+def recover_journal(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
+    """Bring every unfinished unit of one run to a consistent state: forward once its swap began, else back."""
+    prefix = f"{info.qualified_name} run {journal.run_id} ({journal.kind})"
+    return [f"{prefix} {m}" for m in _RECOVER_BY_KIND[journal.kind](spark, storage, info, journal)]
+
+
+def recover_table(spark: SparkSession, storage: Storage, info: TableInfo) -> list[str]:
+    """Recover every unfinished run of the table. The caller holds the table's lease."""
+    messages = []
+    for journal in load_journals(storage, info.location):
+        if not journal.done:
+            messages += recover_journal(spark, storage, info, journal)
+    for message in messages:
+        log.warning("recovered: %s", message)
+    return messages
+
+
+@contextmanager
+def exclusive(spark: SparkSession, storage: Storage, info: TableInfo, run_id: str, owner: str) -> Iterator[TableLease]:
+    """Hold the table's lease, with every interrupted run of the table recovered first: where every change starts."""
+    with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, owner) as lease:
+        recover_table(spark, storage, info)
+        yield lease
+
+
+def refuse_leftovers(storage: Storage, info: TableInfo, unit_locations: list[str]) -> None:
+    """Refuse to work beside hidden lakekeeper directories that no journal of the table records."""
+    referenced = set()
+    for journal in load_journals(storage, info.location):
+        referenced |= journal.paths()
+    strays = []
+    units_by_parent: dict[str, set[str]] = {}
+    for location in unit_locations:
+        parent, name = split_location(location)
+        units_by_parent.setdefault(parent, set()).add(name)
+    for parent, unit_names in sorted(units_by_parent.items()):
+        for name in storage.list_names(parent, directories=True):
+            path = child(parent, name)
+            ours = any(name.endswith(f"-{unit}") for unit in unit_names)  # not a neighbouring table's
+            if name.startswith(HIDDEN_PREFIX) and ours and path not in referenced:
+                strays.append(path)
+    if strays:
+        raise OperationError(
+            f"table {info.qualified_name}: found {len(strays)} lakekeeper director{'y' if len(strays) == 1 else 'ies'} "
+            f"that no journal records: {', '.join(strays[:5])}. They may hold data: inspect them, move them away "
+            "(or delete them if they are copies), then retry. Nothing was changed."
+        )
+
+
+def recover(spark: SparkSession, pairs: list[tuple[str, str]], owner: str = "") -> list[str]:
+    """Recover the interrupted runs of these tables; a table whose lease a live process holds is left alone."""
+    storage = Storage(spark)
+    messages = []
+    for database, table in pairs:
+        info = read_table(spark, database, table)
+        if info.skip_reason() or not storage.exists(journal_root(info.location)):
+            continue
+        try:
+            with TableLease(storage, state_dir(info.location), info.qualified_name, new_run_id(), owner):
+                messages += recover_table(spark, storage, info)
+        except LeaseHeldError as held:
+            messages.append(f"{info.qualified_name}: left alone: {held}")
+    return messages

@@ -1,0 +1,60 @@
+"""Reading a unit's files with the table's own schema, and arranging rows for the write."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.hive.model import TableInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+# Parquet as Hive's readers expect it: decimals as fixed-length binaries, lists and maps in the legacy layout.
+HIVE_COMPATIBLE_WRITES = {"spark.sql.parquet.writeLegacyFormat": "true"}
+
+
+def data_schema(info: TableInfo) -> StructType:
+    """The table's columns (not its partition columns), as the metastore defines them."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(json.loads(info.schema_json))
+    return StructType([f for f in schema.fields if f.name not in info.partition_columns])
+
+
+def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: list[str]) -> DataFrame:
+    """Exactly these data files, read with the table's schema (columns missing from old files come out null)."""
+    return spark.read.schema(schema).format(info.file_format).load(paths)
+
+
+def resolve_sort_columns(info: TableInfo, requested: tuple[str, ...]) -> tuple[str, ...]:
+    """Sort columns to apply: the requested ones, else the table's SORTED BY; partition columns are dropped."""
+    columns = tuple(requested) or info.sort_columns
+    data = {c.name.lower() for c in info.data_columns}
+    partition = {c.lower() for c in info.partition_columns}
+    unknown = [c for c in columns if c.lower() not in data | partition]
+    if unknown:
+        raise OperationError(
+            f"sort column(s) {', '.join(unknown)} are not columns of {info.qualified_name} "
+            f"(columns: {', '.join(sorted(data))}); fix sort_columns / --sort-columns"
+        )
+    dropped = [c for c in columns if c.lower() in partition]
+    if dropped:
+        log.info(
+            "%s: partition column(s) %s are constant within a partition; not sorting by them",
+            info.qualified_name,
+            ", ".join(dropped),
+        )
+    return tuple(c for c in columns if c.lower() not in partition)
+
+
+def arrange(df: DataFrame, sort_columns: tuple[str, ...], target: int) -> DataFrame:
+    """`target` output files: range-partitioned and sorted by the sort columns, else coalesced."""
+    if sort_columns:
+        return df.repartitionByRange(target, *sort_columns).sortWithinPartitions(*sort_columns)
+    return df.coalesce(target)

@@ -1,0 +1,75 @@
+"""Every status vocabulary of the engine, as enums whose values are the strings journals and reports carry."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Vocabulary(str, Enum):
+    """A str enum that prints, formats, hashes and serialises as its value (journals stay plain JSON)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    __hash__ = str.__hash__
+
+
+class RunKind(Vocabulary):
+    """What a journaled run does to its units."""
+
+    COMPACT = "compact"  # replace each unit's files by a rewritten copy; the originals go to the backup
+    ROLLBACK = "rollback"  # put a compaction's originals back from its backup
+
+
+class RunStep(Vocabulary):
+    """Journal records about the run as a whole."""
+
+    PLAN = "plan"
+    BACKUP = "backup"
+    DONE = "done"
+
+
+class UnitState(Vocabulary):
+    """A unit's state in its run's journal, in protocol order. Before SWAPPING a crash rolls it back; from SWAPPING
+    on it rolls forward."""
+
+    PLANNED = "planned"
+    WRITTEN = "written"
+    BACKED_UP = "backed_up"
+    SWAPPING = "swapping"
+    INSTALLED = "installed"
+    COMMITTED = "committed"
+    FAILED = "failed"
+    ABORTED = "aborted"
+    ROLLED_BACK = "rolled_back"
+
+
+TERMINAL = frozenset({UnitState.COMMITTED, UnitState.FAILED, UnitState.ABORTED, UnitState.ROLLED_BACK})
+# INSTALLED: a per-unit step of compaction journals written before batched commits, and of rollbacks.
+SWAP_BEGUN = frozenset({UnitState.SWAPPING, UnitState.INSTALLED})
+
+
+class UnitStatus(Vocabulary):
+    """How an operation ended for one unit (a result, not a journal state)."""
+
+    COMPACTED = "compacted"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+class PlanStatus(Vocabulary):
+    """The plan's decision for a unit or a table."""
+
+    NEEDS_COMPACTION = "NEEDS COMPACTION"
+    OK = "OK"
+    SKIPPED = "SKIPPED"
+
+
+class Recovery(Vocabulary):
+    """What recovery did with an interrupted unit."""
+
+    ROLLED_FORWARD = "rolled forward"
+    ROLLED_BACK = "rolled back"

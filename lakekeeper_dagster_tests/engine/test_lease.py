@@ -1,0 +1,134 @@
+"""Mutual exclusion: one writer of lakekeeper state per table, across real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from lakekeeper_dagster.engine.errors import LeaseHeldError
+from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.protocol.journal import state_dir
+from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.protocol.recovery import recover
+from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, make_table, rows_of, run_cli
+
+
+def test_a_held_lease_makes_another_process_fail_fast_naming_the_holder(spark, metastore, database, data_dir, tmp_path):
+    table = make_table(spark, database, "held", data_dir / "held", partitions=DATES[:1], files=3)
+    storage = Storage(spark)
+    with TableLease(storage, state_dir((data_dir / "held").as_uri()), table, "run-in-test", owner="pytest"):
+        started = time.monotonic()
+        result = run_cli(["compact", "--table", table], tmp_path, metastore.uri)
+    assert result.returncode == 1
+    assert "being changed by another lakekeeper process" in result.stdout
+    assert f"host {socket.gethostname()}, pid {os.getpid()}, run run-in-test (pytest)" in result.stdout
+    assert time.monotonic() - started < 120
+    assert len(data_files(data_dir / "held" / "date=2024-01-01")) == 3
+
+
+@pytest.mark.slow
+def test_two_compactions_started_together_exactly_one_runs(spark, metastore, database, data_dir, tmp_path):
+    table = make_table(spark, database, "two", data_dir / "two", partitions=DATES, files=3)
+    before = rows_of(spark, table)
+    slow = {"LAKEKEEPER_FAULT": "sleep@backed_up:8"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    procs = [run_cli(["compact", "--table", table], tmp_path / d, metastore.uri, slow, wait=False) for d in "ab"]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outputs
+    loser = next(out for p, (out, _) in zip(procs, outputs, strict=True) if p.returncode == 1)
+    assert "being changed by another lakekeeper process" in loser
+    assert rows_of(spark, table) == before
+    assert all(len(data_files(data_dir / "two" / f"date={d['date']}")) == 1 for d in DATES)
+
+
+@pytest.mark.slow
+def test_recover_never_touches_a_live_run(spark, metastore, database, data_dir, tmp_path):
+    table = make_table(spark, database, "live", data_dir / "live", partitions=DATES[:1], files=3)
+    before = rows_of(spark, table)
+    proc = _compaction_pausing_after_backup(table, tmp_path, metastore.uri)
+    _wait_until_backed_up(proc, data_dir / ".lakekeeper-live")
+    messages = recover(spark, [(database, "live")])
+    assert len(messages) == 1 and "left alone" in messages[0] and "being changed by another" in messages[0]
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "COMPACTED files 3 -> 1" in out
+    assert rows_of(spark, table) == before
+
+
+def _compaction_pausing_after_backup(table: str, cwd, metastore_uri: str):
+    """A `compact` CLI process that holds the table's lease for 6 s once its backup is registered."""
+    return run_cli(["compact", "--table", table], cwd, metastore_uri, {"LAKEKEEPER_FAULT": "sleep@backed_up:6"}, False)
+
+
+def _wait_until_backed_up(proc, state, timeout: float = 120) -> None:
+    """Until the CLI process's journal (under the table's state directory) records a backed-up unit."""
+    deadline = time.monotonic() + timeout
+    while not any("backed_up" in p.read_text() for p in (state / "journal").rglob("*.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.2)
+
+
+def _foreign_lease(directory, age_seconds: float) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    lease = directory / "lease"
+    owner = {"host": "another-host", "pid": 1, "run_id": "r", "owner": "", "started_at": 0.0, "token": "t"}
+    lease.write_text(json.dumps(owner))
+    (directory / ".lease.crc").unlink(missing_ok=True)  # Hadoop's local checksum of an earlier lease
+    past = time.time() - age_seconds
+    os.utime(lease, (past, past))
+
+
+def test_a_lease_from_another_host_is_taken_over_only_when_not_renewed(spark, database, data_dir):
+    table = make_table(spark, database, "far", data_dir / "far", partitions=DATES[:1], files=3)
+    _foreign_lease(data_dir / ".lakekeeper-far", age_seconds=5)
+    with pytest.raises(LeaseHeldError, match="host another-host, pid 1"):
+        compact_table(spark, database, "far", OPTIONS)
+    assert len(data_files(data_dir / "far" / "date=2024-01-01")) == 3
+    _foreign_lease(data_dir / ".lakekeeper-far", age_seconds=3600)
+    (result,) = compact_table(spark, database, "far", OPTIONS)
+    assert result.status == "compacted"
+    assert len(rows_of(spark, table)) == 200
+
+
+@pytest.mark.slow
+def test_a_run_whose_lease_was_taken_over_stops_before_the_swap(spark, metastore, database, data_dir, tmp_path):
+    """Fencing: a process that stalled past the timeout while another host took its lease never swaps."""
+    table = make_table(spark, database, "fenced", data_dir / "fenced", partitions=DATES[:1], files=3)
+    before = rows_of(spark, table)
+    proc = _compaction_pausing_after_backup(table, tmp_path, metastore.uri)
+    state = data_dir / ".lakekeeper-fenced"
+    _wait_until_backed_up(proc, state)
+    _foreign_lease(state, age_seconds=0)  # what a taker on another host leaves after the stale-lease takeover
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out + err[-3000:]
+    assert "lost its lease before the swap of" in out and "(now: host another-host, pid 1" in out
+    assert len(data_files(data_dir / "fenced" / "date=2024-01-01")) == 3
+    assert rows_of(spark, table) == before
+    # The new holder finishes; the next run recovers the interrupted one (rolled back: its swap never began).
+    (state / "lease").unlink()
+    (result,) = compact_table(spark, database, "fenced", OPTIONS)
+    assert result.status == "compacted" and result.files_after == 1
+    assert rows_of(spark, table) == before
+
+
+def test_an_unreadable_lease_is_never_taken_at_once(spark, database, data_dir):
+    """A lease another process has just created may not be written yet: it is judged by its age alone."""
+    table = make_table(spark, database, "torn", data_dir / "torn", partitions=DATES[:1], files=3)
+    state = data_dir / ".lakekeeper-torn"
+    state.mkdir()
+    (state / "lease").write_text("")
+    with pytest.raises(LeaseHeldError, match="lease .* cannot be read"):
+        compact_table(spark, database, "torn", OPTIONS)
+    assert len(data_files(data_dir / "torn" / "date=2024-01-01")) == 3
+    past = time.time() - 3600
+    os.utime(state / "lease", (past, past))
+    (result,) = compact_table(spark, database, "torn", OPTIONS)
+    assert result.status == "compacted"
+    assert len(rows_of(spark, table)) == 200

@@ -1,0 +1,94 @@
+"""Crash recovery: a compaction (or rollback) killed with SIGKILL at every journal step, then `recover`."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from lakekeeper_dagster.engine.hive.backup import find_backups
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.protocol.recovery import recover
+from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, hidden_dirs, make_table, rows_of, run_cli
+
+COMPACTION_POINTS = ["written", "backed_up", "swapping", "retired", "installed_dir", "installed", "committed"]
+SWAP_BEGUN = {"swapping", "retired", "installed_dir", "installed", "committed"}
+
+
+def unit_dirs(root, partitioned: bool):
+    return [root / f"date={d['date']}" for d in DATES] if partitioned else [root]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", COMPACTION_POINTS)
+@pytest.mark.parametrize("layout", ["flat", "partitioned"])
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_compaction_killed_at_every_step_is_recovered(
+    spark, metastore, database, data_dir, tmp_path, fmt, layout, point
+):
+    partitioned = layout == "partitioned"
+    root = data_dir / "cr"
+    table = make_table(spark, database, "cr", root, fmt=fmt, partitions=DATES if partitioned else None, files=4)
+    before = rows_of(spark, table)
+
+    crashed = run_cli(["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    assert (data_dir / ".lakekeeper-cr" / "lease").exists()  # left behind by the dead process
+
+    recover(spark, [(database, "cr")])
+
+    assert rows_of(spark, table) == before
+    assert not [d for d in hidden_dirs(data_dir) if "staging" in d]
+    assert not (data_dir / ".lakekeeper-cr" / "lease").exists()
+    first, *rest = unit_dirs(root, partitioned)
+    assert len(data_files(first)) == (1 if point in SWAP_BEGUN else 4)
+    # The batch is committed together: a crash after its commit record leaves every unit compacted; one before it
+    # leaves the units after the first swapped unit unswapped, and recovery rolls them back.
+    assert all(len(data_files(d)) == (1 if point == "committed" else 4) for d in rest)
+    assert bool(find_backups(spark, database, table)) == (point in SWAP_BEGUN)
+
+    results = compact_table(spark, database, "cr", OPTIONS)  # the table works normally afterwards
+    assert all(r.status in ("compacted", "skipped") for r in results)
+    assert all(len(data_files(d)) == 1 for d in unit_dirs(root, partitioned))
+    assert rows_of(spark, table) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["swapping", "retired", "installed_dir", "installed", "committed"])
+def test_rollback_killed_at_every_step_is_recovered(spark, metastore, database, data_dir, tmp_path, point):
+    root = data_dir / "rb"
+    table = make_table(spark, database, "rb", root, partitions=DATES[:1], files=4)
+    originals = [p.name for p in data_files(root / "date=2024-01-01")]
+    before = rows_of(spark, table)
+    compact_table(spark, database, "rb", OPTIONS)
+    spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-01') VALUES (5000, 'late', 1)")
+    expected = sorted([*before, (5000, "late", 1, "2024-01-01")])
+
+    crashed = run_cli(["rollback", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    recover(spark, [(database, "rb")])
+
+    assert rows_of(spark, table) == expected
+    names = [p.name for p in data_files(root / "date=2024-01-01")]
+    assert set(originals) <= set(names) and len(names) == len(originals) + 1  # originals back, the append kept
+    assert hidden_dirs(data_dir) == []
+    assert find_backups(spark, database, table) == []
+
+
+@pytest.mark.slow
+def test_cleanup_refuses_while_a_crashed_rollback_still_needs_the_originals(
+    spark, metastore, database, data_dir, tmp_path
+):
+    from lakekeeper_dagster.engine.errors import OperationError
+    from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups
+
+    root = data_dir / "cl"
+    table = make_table(spark, database, "cl", root, partitions=DATES[:1], files=4)
+    before = rows_of(spark, table)
+    compact_table(spark, database, "cl", OPTIONS)
+    crashed = run_cli(["rollback", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@retired"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    with pytest.raises(OperationError, match="interrupted run .* run `lakekeeper-dagster recover"):
+        cleanup_backups(spark, table=table, older_than_seconds=0, skip_trash=True)
+    recover(spark, [(database, "cl")])
+    assert rows_of(spark, table) == before and len(data_files(root / "date=2024-01-01")) == 4

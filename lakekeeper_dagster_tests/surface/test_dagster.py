@@ -1,0 +1,286 @@
+"""The Dagster surface on a real instance, real Spark, a real metastore and real files."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET, asset_key
+from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
+from lakekeeper_dagster.definitions import build_definitions, register_pools, spark_resource_for
+from lakekeeper_dagster.engine.config import parse_config
+from lakekeeper_dagster.partitions import partitions_def_name
+from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of
+
+
+@pytest.fixture
+def location(spark, metastore, database, data_dir):
+    """Two managed tables (partitioned and flat), a view, and the code location built on them."""
+    make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=4)
+    make_table(spark, database, "flat", data_dir / "flat", files=5)
+    spark.sql(f"CREATE VIEW {database}.vw AS SELECT 1 AS x")
+    config = parse_config(
+        {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "asset_owners": ["team:data"]}, "t"
+    )
+    resource = spark_resource_for(config, stop_at_teardown=False)
+    return build_definitions(config, spark, resource)
+
+
+def test_definitions_snapshot(location, database):
+    location.resolve_all_job_defs()
+    graph = location.resolve_asset_graph()
+    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
+        f"hive/{database}/ev",
+        f"hive/{database}/flat",
+    ]
+    ev = graph.get(asset_key(database, "ev"))
+    assert ev.partitions_def == dg.DynamicPartitionsDefinition(name=partitions_def_name(database, "ev"))
+    assert graph.get(asset_key(database, "flat")).partitions_def is None
+    assert ev.group_name == database and ev.owners == ["team:data"]
+    assert ev.kinds == {"spark", "hive", "parquet"}
+    schema = ev.metadata["dagster/column_schema"]
+    assert [(c.name, c.type) for c in schema.columns] == [("id", "bigint"), ("v", "string"), ("n", "int")]
+    checks = sorted(k.name for k in graph.asset_check_keys if k.asset_key == asset_key(database, "ev"))
+    assert checks == sorted([ROW_COUNT, CHECKSUM, WITHIN_TARGET, LIVE_MATCHES_BACKUP])
+    assert sorted(j.name for j in location.jobs if not j.name.startswith("__")) == [
+        "analyze_job",
+        "cleanup_job",
+        "observe_partitions_job",
+        "recover_job",
+        "rollback_job",
+        "sync_partitions_job",
+    ]
+    assert [s.name for s in location.schedules] == ["cleanup_old_backups", "observe_partitions_schedule"]
+    assert {s.default_status for s in location.schedules} == {dg.DefaultScheduleStatus.STOPPED}
+    assert location.schedules[1].cron_schedule == "0 * * * *"
+    (sensor,) = location.sensors
+    assert (sensor.name, sensor.default_status, sensor.minimum_interval_seconds) == (
+        "file_count_sensor",
+        dg.DefaultSensorStatus.STOPPED,
+        300,
+    )
+
+
+def _checks(result: dg.ExecuteInProcessResult) -> dict:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def test_materializing_partitions_compacts_them_and_checks_pass(spark, location, database, data_dir):
+    table = f"{database}.ev"
+    before = rows_of(spark, table)
+    with dg.instance_for_test() as instance:
+        location.get_job_def("sync_partitions_job").execute_in_process(instance=instance)
+        assert instance.get_dynamic_partitions(partitions_def_name(database, "ev")) == [
+            "date=2024-01-01",
+            "date=2024-01-02",
+        ]
+        job = location.get_implicit_global_asset_job_def()
+        result = job.execute_in_process(
+            instance=instance,
+            asset_selection=[asset_key(database, "ev")],
+            partition_key="date=2024-01-01",
+        )
+        assert result.success
+        (materialization,) = result.asset_materializations_for_node(f"hive__{database}__ev")
+        metadata = {k: v.value for k, v in materialization.metadata.items()}
+        assert (metadata["files_before"], metadata["files_after"], metadata["dagster/row_count"]) == (4, 1, 200)
+        assert metadata["backup_table"].startswith("__bkp_ev_")
+        checks = _checks(result)
+        assert checks[ROW_COUNT].passed and checks[CHECKSUM].passed and checks[WITHIN_TARGET].passed
+        assert checks[ROW_COUNT].metadata["partitions"].value == "date=2024-01-01"
+        assert checks[ROW_COUNT].metadata["before"].value == {"date=2024-01-01": 200}
+        assert len(data_files(data_dir / "ev" / "date=2024-01-01")) == 1
+        assert len(data_files(data_dir / "ev" / "date=2024-01-02")) == 4
+        assert rows_of(spark, table) == before
+
+        # The independent re-count ran after the materialization: live partition == the originals kept.
+        assert checks[LIVE_MATCHES_BACKUP].passed
+        assert checks[LIVE_MATCHES_BACKUP].metadata["partitions_compared"].value == 1
+
+
+def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
+    spark, location, database, data_dir, monkeypatch
+):
+    table = f"{database}.flat"
+    before = rows_of(spark, table)
+    before_files = data_files(data_dir / "flat")
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-staged-file")
+    with dg.instance_for_test() as instance:
+        result = location.get_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[asset_key(database, "flat")], raise_on_error=False
+        )
+    assert not result.success
+    checks = _checks(result)
+    assert not checks[ROW_COUNT].passed and not checks[CHECKSUM].passed
+    assert checks[ROW_COUNT].metadata["before"].value == {"(table)": 200}
+    assert checks[ROW_COUNT].metadata["after"].value["(table)"] < 200
+    assert data_files(data_dir / "flat") == before_files
+    assert rows_of(spark, table) == before
+
+
+def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, database, data_dir, tmp_path):
+    """`dagster definitions validate` and `dagster asset materialize` in a subprocess, on the YAML config."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    make_table(spark, database, "cli", data_dir, partitions=DATES, files=3)
+    before = rows_of(spark, f"{database}.cli")
+    config = tmp_path / "lakekeeper.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "tables": {"databases": [database]},
+                "metastore": {"uri": metastore.uri},
+                "spark_submit": {"master": "local[1]"},
+            }
+        )
+    )
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(partitions_def_name(database, "cli"), ["date=2024-01-02"])
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(repo)}
+    env.pop("LAKEKEEPER_METASTORE_URI", None)
+    dagster = [sys.executable, "-m", "dagster"]
+    validate = subprocess.run(
+        [*dagster, "definitions", "validate", "-m", "lakekeeper_dagster.definitions"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert validate.returncode == 0, validate.stderr[-3000:]
+    run = subprocess.run(
+        [
+            *dagster,
+            "asset",
+            "materialize",
+            "-m",
+            "lakekeeper_dagster.definitions",
+            "--select",
+            f"hive/{database}/cli",
+            "--partition",
+            "date=2024-01-02",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "row_count_preserved' on " in run.stderr and "passed" in run.stderr
+    assert len(data_files(data_dir / "date=2024-01-02")) == 1
+    assert len(data_files(data_dir / "date=2024-01-01")) == 3
+    assert rows_of(spark, f"{database}.cli") == before
+
+
+def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).resolve().parents[1] / "dagster.yaml", tmp_path / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        pools = instance.get_concurrency_config().pool_config
+        assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        # Loading the code location registers each table's pool, so the first queue tick already enforces it.
+        assert register_pools(instance, location) == [f"lakekeeper/{database}.ev", f"lakekeeper/{database}.flat"]
+        assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {
+            f"lakekeeper/{database}.ev": 1,
+            f"lakekeeper/{database}.flat": 1,
+        }
+        assert register_pools(instance, location) == []
+    assert location.get_assets_def(asset_key(database, "ev")).op.pool == f"lakekeeper/{database}.ev"
+
+
+def test_demo_main_job_runs_through_dagster(spark, metastore, database, data_dir, tmp_path, capsys):
+    """What `make demo` runs after creating the tables, on small tables: observe, sensor, its runs, observe again."""
+    from lakekeeper_dagster.demo_run import run_demo
+
+    make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=3)
+    make_table(spark, database, "flat", data_dir / "flat", files=4)
+    before = rows_of(spark, f"{database}.ev")
+    config = parse_config({"metastore": {"uri": metastore.uri}}, "t")
+    assert run_demo(config, database, tmp_path / "home") is True
+    captured = capsys.readouterr()
+    out = captured.out
+    assert f"hive/{database}/ev: 2 unit(s), 6 data files, 2 need compaction" in out
+    assert "file_count_sensor: 2 run(s) requested" in out
+    assert f"hive/{database}/ev: materialized (2 compacted, 0 skipped, 0 failed): files 6 -> 2, rows 400" in out
+    assert f"hive/{database}/flat: materialized (1 compacted, 0 skipped, 0 failed): files 4 -> 1, rows 200" in out
+    assert out.count("check row_count_preserved: passed") == 2 and "FAILED" not in out
+    assert out.count(f"hive/{database}/ev: materialized") == 1 and "STEP_START" not in captured.err
+    assert f"hive/{database}/ev: 2 unit(s), files 6 -> 2, 0 need compaction" in out
+    assert f"hive/{database}/flat: 1 unit(s), files 4 -> 1, 0 need compaction" in out
+    assert "file_count_sensor again: 0 run(s) requested" in out
+    assert "make ui" in out
+    assert rows_of(spark, f"{database}.ev") == before
+    assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
+
+
+def test_partitions_follow_the_metastore_and_a_range_runs_in_one_session(spark, location, database, data_dir):
+    from pyspark import SparkContext
+
+    name = partitions_def_name(database, "ev")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(name, ["date=1999-01-01"])  # gone from Hive: removed by the sync
+        location.get_job_def("sync_partitions_job").execute_in_process(instance=instance)
+        assert instance.get_dynamic_partitions(name) == ["date=2024-01-01", "date=2024-01-02"]
+        context_before = SparkContext._active_spark_context
+        result = location.get_implicit_global_asset_job_def().execute_in_process(
+            instance=instance,
+            asset_selection=[asset_key(database, "ev")],
+            tags={
+                "dagster/asset_partition_range_start": "date=2024-01-01",
+                "dagster/asset_partition_range_end": "date=2024-01-02",
+            },
+        )
+        assert result.success
+        assert SparkContext._active_spark_context is context_before  # one Spark session for both partitions
+        materialized = {e.partition for e in result.get_asset_materialization_events()}
+        assert materialized == {"date=2024-01-01", "date=2024-01-02"}
+    assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
+
+
+def test_metastore_down_at_load_is_one_clear_error(monkeypatch):
+    from spark_resources.metastore import MetastoreError, free_port
+
+    monkeypatch.delenv("LAKEKEEPER_METASTORE_URI", raising=False)
+    config = parse_config({"metastore": {"uri": f"thrift://127.0.0.1:{free_port()}"}}, "t")
+    with pytest.raises(MetastoreError, match="is not reachable, so the Hive tables cannot be listed"):
+        build_definitions(config)
+
+
+def test_partition_aware_checks_do_not_name_partitions_of_a_range_run():
+    """Why the checks carry their partitions in metadata: Dagster 1.13's partition-aware check specs (preview) name
+    the partition of a one-partition run, but a single-run backfill over a range records one evaluation with no
+    partition at all, and that is how many partitions are compacted in one Spark session."""
+    import warnings
+
+    partitions = dg.DynamicPartitionsDefinition(name="p")
+    key = dg.AssetKey(["a"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = dg.AssetCheckSpec("c", asset=key, partitions_def=partitions)
+
+    @dg.asset(key=key, partitions_def=partitions, backfill_policy=dg.BackfillPolicy.single_run(), check_specs=[spec])
+    def probe():
+        return dg.MaterializeResult(check_results=[dg.AssetCheckResult(check_name="c", passed=True)])
+
+    job = dg.Definitions(assets=[probe]).get_implicit_global_asset_job_def()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("p", ["x", "y"])
+        one = job.execute_in_process(instance=instance, partition_key="x")
+        assert [e.partition for e in one.get_asset_check_evaluations()] == ["x"]
+        many = job.execute_in_process(
+            instance=instance,
+            tags={"dagster/asset_partition_range_start": "x", "dagster/asset_partition_range_end": "y"},
+        )
+        assert [e.partition for e in many.get_asset_check_evaluations()] == [None]

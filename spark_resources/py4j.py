@@ -1,0 +1,112 @@
+"""All py4j glue in one place: the JVM objects behind a Spark session, Scala collections, Java exceptions, and
+per-thread Spark settings (SQL conf for one operation, the description that labels a Spark job).
+
+Everything else calls these functions instead of reaching into `spark._jvm`, `spark._jsc` or a py4j error.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JOB_DESCRIPTION = "spark.job.description"
+
+
+def jvm(spark: SparkSession) -> Any:
+    """The py4j view of the driver JVM (`jvm.org.apache...` looks a class up: one round trip each)."""
+    return spark._jvm
+
+
+def gateway(spark: SparkSession) -> Any:
+    """The py4j gateway (to build Java arrays)."""
+    return spark.sparkContext._gateway
+
+
+def hadoop_conf(spark: SparkSession) -> Any:
+    """The session's Hadoop `Configuration`."""
+    return spark._jsc.hadoopConfiguration()
+
+
+def external_catalog(spark: SparkSession) -> Any:
+    """Spark's external (Hive) catalog, for structured table and partition metadata."""
+    return spark._jsparkSession.sharedState().externalCatalog()
+
+
+def scala_seq(seq: Any) -> list:
+    """Python list of a Scala Seq's elements."""
+    iterator = seq.iterator()
+    items = []
+    while iterator.hasNext():
+        items.append(iterator.next())
+    return items
+
+
+def scala_list(spark: SparkSession, items: list) -> Any:
+    """A Scala Seq holding these items (Python values or JVM objects)."""
+    converters = jvm(spark).scala.jdk.javaapi.CollectionConverters
+    return converters.asScala(jvm(spark).java.util.ArrayList(items)).toSeq()
+
+
+def java_exception(error: BaseException) -> Any:
+    """The Java exception behind a py4j or PySpark error, or None."""
+    return getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+
+
+def java_messages(error: BaseException) -> list[str]:
+    """`toString()` of the Java exception behind `error` and of each of its causes, outermost first."""
+    lines = []
+    cause = java_exception(error)
+    while cause is not None and len(lines) < 20:
+        lines.append(str(cause.toString()))
+        cause = cause.getCause()
+    return lines
+
+
+def is_java_error(error: BaseException, class_name: str) -> bool:
+    """True when `error` wraps a Java exception of this simple class name (or has one among its causes)."""
+    return any(line.split(":", 1)[0].rsplit(".", 1)[-1] == class_name for line in java_messages(error))
+
+
+def java_cause(error: BaseException) -> str:
+    """The most telling message of a Spark/py4j error (Spark's `[ERROR_CLASS] ...` where there is one)."""
+    messages = []
+    java = java_exception(error)
+    while java is not None and len(messages) < 20:
+        message = java.getMessage()
+        if message:
+            messages.append(str(message))
+        java = java.getCause()
+    messages.append(str(error))
+    best = next((m for m in messages if m.startswith("[")), messages[-1 if len(messages) == 1 else 0])
+    return " ".join(best.split())[:600]
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]):
+    """Set Spark SQL settings for the duration of one operation, then put the session's own values back."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextmanager
+def job_description(spark: SparkSession, description: str):
+    """Label the Spark jobs this thread starts meanwhile (shown in the Spark UI and its status store)."""
+    context = spark.sparkContext
+    previous = context.getLocalProperty(JOB_DESCRIPTION)
+    context.setJobDescription(description)
+    try:
+        yield
+    finally:
+        context.setLocalProperty(JOB_DESCRIPTION, previous)  # None clears it
