@@ -26,11 +26,9 @@ MIB = 1024 * 1024
 
 
 def start_session(metastore_uri: str, warehouse: str, app_name: str):
-    from spark_resources.session import hive_spark_conf, start_spark_session
-    from spark_resources.settings import SparkSubmitSettings
+    from spark_resources.session import local_hive_session
 
-    conf = hive_spark_conf(SparkSubmitSettings(master="local[2]"), metastore_uri, warehouse, app_name=app_name)
-    return start_spark_session(conf)
+    return local_hive_session(metastore_uri, warehouse, app_name=app_name)
 
 
 def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None) -> dict:

@@ -65,18 +65,14 @@ class Bench:
 
     def __enter__(self) -> Bench:
         from spark_resources.metastore import MetastoreServer, free_port
-        from spark_resources.session import hive_spark_conf, start_spark_session
-        from spark_resources.settings import SparkSubmitSettings
+        from spark_resources.session import local_hive_session
 
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (BENCH_HOME / "results").mkdir(parents=True, exist_ok=True)
         self.metastore = MetastoreServer(home=self.work_dir / "metastore", uri=f"thrift://127.0.0.1:{free_port()}")
         self.metastore.start()
         self.warehouse = self.metastore.warehouse_dir.as_uri()
-        conf = hive_spark_conf(
-            SparkSubmitSettings(master="local[2]"), self.metastore.uri, self.warehouse, "bench-admin"
-        )
-        self.spark = start_spark_session(conf)
+        self.spark = local_hive_session(self.metastore.uri, self.warehouse, app_name="bench-admin")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -257,8 +253,7 @@ def lakekeeper_venv() -> Path:
 def lakekeeper_command(bench: Bench, table: str, run_dir: Path) -> tuple[list[str], dict]:
     """Lakekeeper's own CLI in local mode: its SparkSession takes master and conf from PYSPARK_SUBMIT_ARGS, set
     to exactly the Spark conf our runs use (same master, driver memory, shuffle partitions, metastore)."""
-    from spark_resources.session import hive_spark_conf
-    from spark_resources.settings import SparkSubmitSettings
+    from spark_resources.session import local_hive_conf
 
     venv = lakekeeper_venv()
     config = run_dir / "lakekeeper.yaml"
@@ -266,7 +261,7 @@ def lakekeeper_command(bench: Bench, table: str, run_dir: Path) -> tuple[list[st
         f"block_size_mb: {bench.block_size_mb}\ncompaction_ratio_threshold: {bench.ratio}\nlog_level: INFO\n"
         "spark_submit:\n  enabled: false\n"
     )
-    conf = hive_spark_conf(SparkSubmitSettings(master="local[2]"), bench.metastore.uri, bench.warehouse, "bench-lk")
+    conf = local_hive_conf(bench.metastore.uri, bench.warehouse, app_name="bench-lk")
     master = conf.pop("spark.master")
     conf.pop("spark.sql.catalogImplementation", None)  # Lakekeeper enables Hive support itself
     submit = ["--master", master] + [x for k, v in conf.items() for x in ("--conf", f"{k}={v}")] + ["pyspark-shell"]

@@ -18,11 +18,10 @@ import dagster as dg
 
 from benchmarks import harness
 from benchmarks.machine import describe
+from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
-from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.engine.fs.listing import list_directories
-from lakekeeper_dagster.engine.hive.catalog import read_table
-from lakekeeper_dagster.engine.ops.analyze import table_units
+from lakekeeper_dagster.engine.hive.catalog import read_table, table_units
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME
 
@@ -72,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         units = table_units(spark, info)
         metastore_seconds = time.monotonic() - started
         started = time.monotonic()
-        listing = list_directories(spark, [location for _, location in units])
+        listing = list_directories(spark, [unit.location for unit in units], "observe bench.wide")
         listing_seconds = time.monotonic() - started
         assert sum(s.file_count for s in listing.stats.values()) == args.partitions * args.files
 

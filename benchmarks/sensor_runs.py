@@ -16,8 +16,8 @@ import dagster as dg
 
 from benchmarks import harness
 from benchmarks.machine import describe
+from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
-from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
 

@@ -2,34 +2,39 @@
 
 The engine records no timings, so this wraps its step functions (by module attribute, for the length of one
 process) and charges each call's *own* time (minus the wrapped steps called inside it) to its step. A wrapped
-name that disappears from the engine makes `install` fail loudly instead of silently measuring nothing.
+name that disappears from the engine, or that its module no longer calls (a wrapper there would time nothing),
+makes `install` fail loudly instead of silently measuring nothing.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import inspect
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
-# (module, attribute path, step). Order does not matter: nesting is resolved at run time.
+# (module, attribute path, step): a function is patched in the module that CALLS it (the name its caller looks up),
+# a method on its class. Order does not matter: nesting is resolved at run time.
 STEPS = [
     ("lakekeeper_dagster.engine.ops.compaction", "load_compactable", "metadata"),
     ("lakekeeper_dagster.engine.ops.compaction", "_targets", "metadata"),
     ("lakekeeper_dagster.engine.protocol.lease", "TableLease.__enter__", "lease"),
     ("lakekeeper_dagster.engine.protocol.lease", "TableLease.__exit__", "lease"),
-    ("lakekeeper_dagster.engine.ops.compaction", "recover_table", "recovery check"),
+    ("lakekeeper_dagster.engine.protocol.recovery", "recover_table", "recovery check"),  # called by `exclusive`
     ("lakekeeper_dagster.engine.ops.compaction", "refuse_leftovers", "recovery check"),
     # Only at top level (the snapshot before planning, the staged output): inside another step it is that step's.
     ("lakekeeper_dagster.engine.fs.storage", "Storage.list_data_files", "listing"),
-    ("lakekeeper_dagster.engine.ops.compaction", "_stage", "write"),
-    ("lakekeeper_dagster.engine.ops.compaction", "fingerprints_by_file", "verify"),
-    ("lakekeeper_dagster.engine.ops.compaction", "_Run.ensure_backup", "backup"),
-    ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),
-    ("lakekeeper_dagster.engine.ops.compaction", "_check_before_swap", "re-list"),
-    ("lakekeeper_dagster.engine.protocol.commit", "finish_swap", "swap"),
-    ("lakekeeper_dagster.engine.ops.compaction", "commit_swapped", "commit (backup location, cache refresh, stats)"),
+    ("lakekeeper_dagster.engine.ops.batch", "_stage", "write"),
+    ("lakekeeper_dagster.engine.ops.batch", "fingerprints_by_file", "verify"),
+    ("lakekeeper_dagster.engine.ops.batch", "CompactionRun.ensure_backup", "backup"),
+    ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),  # called as `backups.add_partitions`
+    ("lakekeeper_dagster.engine.ops.batch", "check_before_swap", "re-list"),
+    ("lakekeeper_dagster.engine.protocol.commit", "finish_swap", "swap"),  # called by `swap_unit`
+    ("lakekeeper_dagster.engine.ops.batch", "commit_swapped", "commit (backup location, cache refresh, stats)"),
     ("lakekeeper_dagster.engine.ops.compaction", "finish_run", "finish run"),
     ("lakekeeper_dagster.engine.protocol.journal", "Journal.start", "journal"),
     ("lakekeeper_dagster.engine.protocol.journal", "Journal.record", "journal"),
@@ -79,9 +84,37 @@ class StepClock:
                 owner = getattr(owner, parent)
             if not hasattr(owner, attribute):
                 raise AttributeError(f"{module_name}.{path} no longer exists: update benchmarks/steps.py")
+            if not parents and not _called_through(importlib.import_module(module_name), attribute):
+                raise AttributeError(
+                    f"{module_name} neither calls {attribute} nor is it called as an attribute of that module: "
+                    "update benchmarks/steps.py to patch the module that calls it"
+                )
             setattr(owner, attribute, self.wrap(getattr(owner, attribute), step, top_only=step in TOP_ONLY))
 
     def report(self, total: float) -> dict[str, float]:
         steps = {k: round(v, 3) for k, v in sorted(self.seconds.items(), key=lambda kv: -kv[1])}
         steps["other"] = round(total - sum(self.seconds.values()), 3)
         return steps
+
+
+def _calls(tree: ast.AST, name: str, bare: bool) -> bool:
+    """Whether the source calls `name(...)` (bare) or `<something>.name(...)` (not bare)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if bare and isinstance(func, ast.Name) and func.id == name:
+                return True
+            if not bare and isinstance(func, ast.Attribute) and func.attr == name:
+                return True
+    return False
+
+
+def _called_through(module, name: str) -> bool:
+    """Patching `module.name` reaches the calls: the module calls the name itself, or defines it and the engine
+    calls it as an attribute of the module (`backups.add_partitions(...)`)."""
+    if _calls(ast.parse(inspect.getsource(module)), name, bare=True):
+        return True
+    if getattr(getattr(module, name), "__module__", None) != module.__name__:
+        return False
+    engine = Path(importlib.import_module("lakekeeper_dagster.engine").__file__).parent
+    return any(_calls(ast.parse(path.read_text()), name, bare=False) for path in sorted(engine.rglob("*.py")))

@@ -3,20 +3,20 @@
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.ops.analyze import batching_from, thresholds_from
 from lakekeeper_dagster.engine.ops.compaction import compact_table
-from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
+from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from lakekeeper_dagster.partitions import partitions_def_for
+from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 ROW_COUNT = "row_count_preserved"
 CHECKSUM = "content_checksum_matches"
 WITHIN_TARGET = "files_within_target"
 FORCE_TAG = "lakekeeper/force"
+ROW_COUNT_METADATA = "dagster/row_count"  # Dagster's documented key (its TableMetadataSet is not exported in 1.13)
 
 
 class CompactConfig(dg.Config):
@@ -27,27 +27,6 @@ class CompactConfig(dg.Config):
     partitions: list[str] = Field(
         default=[], description="only these partitions of the run (the sensor's request); empty: all of them"
     )
-
-
-def asset_key(database: str, table: str) -> dg.AssetKey:
-    return dg.AssetKey(["hive", database, table])
-
-
-def pool_name(info: TableInfo) -> str:
-    """The concurrency pool of a table: runs compacting the same table queue behind each other."""
-    return f"lakekeeper/{info.database}.{info.name}"
-
-
-def table_metadata(info: TableInfo) -> dict:
-    return {
-        "location": dg.MetadataValue.path(info.location or ""),
-        "format": info.file_format,
-        "codec": info.codec_property or "(from the files)",
-        "partition_columns": ", ".join(info.partition_columns) or "(none)",
-        "dagster/column_schema": dg.TableSchema(
-            columns=[dg.TableColumn(c.name, c.type) for c in info.columns if c.name not in info.partition_columns]
-        ),
-    }
 
 
 def unit_metadata(results: list[UnitResult]) -> dict:
@@ -69,7 +48,7 @@ def unit_metadata(results: list[UnitResult]) -> dict:
         "details": dg.MetadataValue.json([r.to_dict() for r in results]),
     }
     if compacted:
-        metadata["dagster/row_count"] = metadata["rows"]
+        metadata[ROW_COUNT_METADATA] = metadata["rows"]
     if len(results) == 1:
         metadata["location"] = dg.MetadataValue.path(results[0].location)
     return metadata
@@ -133,23 +112,18 @@ def run_units(context: dg.AssetExecutionContext, config: CompactConfig, info: Ta
     return [k for k in keys if k in wanted]
 
 
-def build_table_asset(info: TableInfo, settings: LakekeeperConfig) -> dg.AssetsDefinition:
-    """The software-defined asset of one Hive table."""
-    key = asset_key(info.database, info.name)
-    partitions_def = partitions_def_for(info)
+def build_table_asset(
+    info: TableInfo, settings: LakekeeperConfig, translator: HiveTableTranslator
+) -> dg.AssetsDefinition:
+    """The software-defined asset of one Hive table: the translator's spec, computed by the translator's op."""
+    spec = translator.spec(info)
+    key = spec.key
 
-    @dg.asset(
-        key=key,
-        group_name=info.database,
-        description=f"Hive external table {info.qualified_name} ({info.file_format}). Materializing a partition "
-        "compacts its small files safely (backup, verify, journaled swap).",
-        kinds={"spark", "hive", info.file_format},
-        owners=settings.asset_owners or None,
-        tags=settings.asset_tags or None,
-        metadata=table_metadata(info),
-        partitions_def=partitions_def,
-        backfill_policy=dg.BackfillPolicy.single_run() if partitions_def else None,
-        pool=pool_name(info),
+    @dg.multi_asset(
+        name=translator.op_name(info),
+        specs=[spec],
+        backfill_policy=dg.BackfillPolicy.single_run() if spec.partitions_def else None,
+        pool=translator.pool(info),
         check_specs=[
             dg.AssetCheckSpec(ROW_COUNT, asset=key, blocking=True, description="rows out == rows in, per partition"),
             dg.AssetCheckSpec(CHECKSUM, asset=key, description="order-insensitive content checksum out == in"),
@@ -157,20 +131,16 @@ def build_table_asset(info: TableInfo, settings: LakekeeperConfig) -> dg.AssetsD
         ],
     )
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
-        options = CompactionOptions(
-            thresholds=thresholds_from(settings),
-            sort_columns=tuple(config.sort_columns or settings.sort_columns_for(info.database, info.name)),
-            analyze_stats=settings.analyze_after_compaction,
+        options = settings.compaction_options(
+            info.database,
+            info.name,
+            owner=run_owner(context.run_id),
+            sort_columns=config.sort_columns or None,
             force=config.force or context.run.tags.get(FORCE_TAG) == "true",
-            backup_prefix=settings.backup_prefix,
-            owner=f"dagster run {context.run_id}",
-            batching=batching_from(settings),
         )
-        keys = run_units(context, config, info) if partitions_def else None
-        try:
+        keys = run_units(context, config, info) if spec.partitions_def else None
+        with engine_failures():
             results = compact_table(spark.spark_session, info.database, info.name, options, keys)
-        except OperationError as error:
-            raise dg.Failure(description=str(error)) from None
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
         yield dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))

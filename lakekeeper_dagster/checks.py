@@ -2,23 +2,27 @@
 
 import dagster as dg
 
-from lakekeeper_dagster.assets import asset_key
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
+from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 LIVE_MATCHES_BACKUP = "live_matches_backup"
 
 
-def build_backup_check(info: TableInfo) -> dg.AssetChecksDefinition:
+def build_backup_check(info: TableInfo, translator: HiveTableTranslator) -> dg.AssetChecksDefinition:
+    """The table's `live_matches_backup` check."""
+
     @dg.asset_check(
-        asset=asset_key(info.database, info.name),
+        asset=translator.asset_key(info),
         name=LIVE_MATCHES_BACKUP,
         description="Re-reads every partition of the most recent backup and the live partition: same rows, same "
         "content checksum (catches anything that changed either after the compaction).",
     )
     def _check(spark: HiveSparkResource) -> dg.AssetCheckResult:
-        comparisons = verify_against_backup(spark.spark_session, info.database, info.name)
+        with engine_failures():
+            comparisons = verify_against_backup(spark.spark_session, info.database, info.name)
         figures = {
             c.partition or "(table)": {"live_rows": c.live_rows, "backup_rows": c.backup_rows, "matches": c.matches}
             for c in comparisons

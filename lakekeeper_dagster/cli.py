@@ -8,15 +8,14 @@ import logging
 import sys
 from pathlib import Path
 
+from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_tables import create_demo_tables
-from lakekeeper_dagster.engine.config import LakekeeperConfig, load_config, with_overrides
-from lakekeeper_dagster.engine.config_template import CONFIG_TEMPLATE
 from lakekeeper_dagster.engine.errors import ConfigError, LakekeeperError
 from lakekeeper_dagster.engine.hive.model import split_table_name
-from lakekeeper_dagster.engine.ops.analyze import analyze_tables, batching_from, resolve_tables, thresholds_from
+from lakekeeper_dagster.engine.hive.selection import resolve_tables
+from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
 from lakekeeper_dagster.engine.ops.compaction import compact_table
-from lakekeeper_dagster.engine.ops.options import CompactionOptions
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.plan.report import render_report
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
@@ -68,7 +67,7 @@ def _selected_tables(args: argparse.Namespace) -> list[str] | None:
 def spark_and_tables(args: argparse.Namespace, config: LakekeeperConfig, verb: str):
     """A Spark session and the (db, table) pairs the flags name, else the ones the config manages."""
     spark = open_spark(config)
-    pairs = resolve_tables(spark, config, args.database, _selected_tables(args))
+    pairs = resolve_tables(spark, config.tables, args.database, _selected_tables(args))
     if not pairs:
         raise ConfigError(f"no tables to {verb}: pass --database/--table/--tables or set `tables:` in the config")
     return spark, pairs
@@ -92,34 +91,19 @@ def cmd_generate_config(args: argparse.Namespace, config: LakekeeperConfig) -> i
     output = Path(args.output)
     if output.exists() and not args.force:
         raise ConfigError(f"{output} already exists; pass --force to overwrite it")
-    output.write_text(CONFIG_TEMPLATE)
+    output.write_text(config_template())
     print(f"wrote {output}")
     return 0
 
 
 def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     spark, pairs = spark_and_tables(args, config, "analyze")
-    plans = analyze_tables(spark, pairs, thresholds_from(config))
+    plans = analyze_tables(spark, pairs, config.thresholds())
     if args.json:
         print(json.dumps([p.to_dict() for p in plans], indent=2))
     else:
         print(render_report(plans))
     return 0
-
-
-def options_from(config: LakekeeperConfig, table: str, sort_columns: str | None, force: bool):
-    """Compaction options for one table: flags first, then the config's per-table sort columns."""
-    database, name = table.split(".", 1)
-    sort = [c.strip() for c in sort_columns.split(",") if c.strip()] if sort_columns else None
-    return CompactionOptions(
-        thresholds=thresholds_from(config),
-        sort_columns=tuple(sort if sort is not None else config.sort_columns_for(database, name)),
-        analyze_stats=config.analyze_after_compaction,
-        force=force,
-        backup_prefix=config.backup_prefix,
-        owner="cli",
-        batching=batching_from(config),
-    )
 
 
 def render_results(results) -> str:
@@ -146,9 +130,10 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
         raise ConfigError("--sort-columns goes with a single --table (use sort_columns in the config for several)")
     spark, pairs = spark_and_tables(args, config, "compact")
     if config.dry_run:
-        print(render_report(analyze_tables(spark, pairs, thresholds_from(config))))
+        print(render_report(analyze_tables(spark, pairs, config.thresholds())))
         print("dry run: nothing was changed")
         return 0
+    sort = [c.strip() for c in args.sort_columns.split(",") if c.strip()] if args.sort_columns else None
     failed = False
     for database, table in pairs:
         name = f"{database}.{table}"
@@ -157,7 +142,7 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
                 spark,
                 database,
                 table,
-                options_from(config, name, args.sort_columns, args.force),
+                config.compaction_options(database, table, owner=run_owner(None), sort_columns=sort, force=args.force),
                 [args.partition] if args.partition else None,
             )
         except USER_ERRORS as error:
@@ -172,7 +157,7 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     database, table = split_table_name(args.table)
     spark = open_spark(config)
-    for line in rollback_table(spark, database, table, args.partition, args.backup, owner="cli"):
+    for line in rollback_table(spark, database, table, args.partition, args.backup, owner=run_owner(None)):
         print(line)
     return 0
 
@@ -192,7 +177,7 @@ def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
         older_than_seconds=older,
         skip_trash=args.skip_trash,
         dry_run=config.dry_run,
-        owner="cli",
+        owner=run_owner(None),
     )
     print("\n".join(lines) or "no backups matched")
     return 0
@@ -200,7 +185,7 @@ def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 def cmd_recover(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     spark, pairs = spark_and_tables(args, config, "recover")
-    print("\n".join(recover(spark, pairs, owner="cli")) or "nothing to recover")
+    print("\n".join(recover(spark, pairs, owner=run_owner(None))) or "nothing to recover")
     return 0
 
 

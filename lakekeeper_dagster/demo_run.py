@@ -7,8 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
-from lakekeeper_dagster.engine.config import LakekeeperConfig
 from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION, OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
 

@@ -3,20 +3,21 @@
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.engine.config import LakekeeperConfig
-from lakekeeper_dagster.engine.errors import CatalogError, OperationError
+from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.catalog import list_partitions
 from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
-from lakekeeper_dagster.engine.ops.analyze import analyze_tables, resolve_tables, thresholds_from
+from lakekeeper_dagster.engine.hive.selection import resolve_tables
+from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.plan.report import render_report
 from lakekeeper_dagster.engine.protocol.recovery import recover
+from lakekeeper_dagster.failures import engine_failures
 from lakekeeper_dagster.partitions import sync_partitions
+from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 TABLE_PATTERN = r"^[^.\s]+\.[^.\s]+$"
-ENGINE_ERRORS = (OperationError, CatalogError)
 
 
 class AnalyzeConfig(dg.Config):
@@ -43,46 +44,45 @@ class RecoverConfig(dg.Config):
     database: str | None = None
 
 
-def _engine_failure(error: Exception) -> dg.Failure:
-    """The engine's message (what, where, what to do) as the run's failure, not a stack trace."""
-    return dg.Failure(description=str(error))
-
-
-def build_jobs(settings: LakekeeperConfig, tables: list[TableInfo]) -> list[dg.JobDefinition]:
+def build_jobs(
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+) -> list[dg.JobDefinition]:
+    """sync_partitions_job, analyze_job, rollback_job, cleanup_job and recover_job."""
     partitioned = [t for t in tables if t.is_partitioned]
 
     @dg.op
     def sync_hive_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource) -> None:
         """Add new Hive partitions as dynamic partitions and remove the ones gone from the metastore."""
         for info in partitioned:
-            hive = [p.partition for p in list_partitions(spark.spark_session, info)]
-            added, removed = sync_partitions(context.instance, info, hive)
+            with engine_failures():
+                hive = [p.partition for p in list_partitions(spark.spark_session, info)]
+            added, removed = sync_partitions(context.instance, translator.partitions_def_name(info), hive)
             context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
 
     @dg.op(name="analyze_tables")
     def analyze_op(context: dg.OpExecutionContext, config: AnalyzeConfig, spark: HiveSparkResource) -> None:
         """Log the dry-run report for the selected (or managed) tables."""
-        session = spark.spark_session
-        pairs = resolve_tables(session, settings, config.database, config.tables or None)
-        context.log.info("\n" + render_report(analyze_tables(session, pairs, thresholds_from(settings))))
+        with engine_failures():
+            session = spark.spark_session
+            pairs = resolve_tables(session, settings.tables, config.database, config.tables or None)
+            report = render_report(analyze_tables(session, pairs, settings.thresholds()))
+        context.log.info("\n" + report)
 
     @dg.op
     def rollback(context: dg.OpExecutionContext, config: RollbackConfig, spark: HiveSparkResource) -> None:
         """Restore the pre-compaction files from a backup (appended files are kept)."""
-        database, table = split_table_name(config.table)
-        try:
+        with engine_failures():
+            database, table = split_table_name(config.table)
             lines = rollback_table(
-                spark.spark_session, database, table, config.partition, config.backup, f"dagster run {context.run_id}"
+                spark.spark_session, database, table, config.partition, config.backup, run_owner(context.run_id)
             )
-        except ENGINE_ERRORS as error:
-            raise _engine_failure(error) from None
         for line in lines:
             context.log.info(line)
 
     @dg.op
     def cleanup(context: dg.OpExecutionContext, config: CleanupConfig, spark: HiveSparkResource) -> None:
         """Delete the originals kept by backups and drop them (irreversible)."""
-        try:
+        with engine_failures():
             older = parse_duration(config.older_than) if config.older_than else None
             databases = [config.database] if config.database or config.table else settings.tables.databases
             lines = []
@@ -94,21 +94,17 @@ def build_jobs(settings: LakekeeperConfig, tables: list[TableInfo]) -> list[dg.J
                     older_than_seconds=older,
                     skip_trash=config.skip_trash,
                     dry_run=config.dry_run,
-                    owner=f"dagster run {context.run_id}",
+                    owner=run_owner(context.run_id),
                 )
-        except ENGINE_ERRORS as error:
-            raise _engine_failure(error) from None
         context.log.info("\n".join(lines) or "no backups matched")
 
     @dg.op(name="recover")
     def recover_op(context: dg.OpExecutionContext, config: RecoverConfig, spark: HiveSparkResource) -> None:
         """Finish or undo compactions and rollbacks a crash interrupted."""
-        session = spark.spark_session
         tables = [config.table] if config.table else None
-        try:
-            messages = recover(session, resolve_tables(session, settings, config.database, tables))
-        except ENGINE_ERRORS as error:
-            raise _engine_failure(error) from None
+        with engine_failures():
+            session = spark.spark_session
+            messages = recover(session, resolve_tables(session, settings.tables, config.database, tables))
         context.log.info("\n".join(messages) or "nothing to recover")
 
     @dg.job(description="Keep each table's dynamic partitions equal to its Hive partitions.")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from lakekeeper_dagster.engine.config import LakekeeperConfig
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.eligibility import refusal
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.ops.analyze import resolve_tables
+from lakekeeper_dagster.engine.hive.selection import resolve_tables
 from spark_resources.metastore import MetastoreError, parse_thrift_uri, port_is_open
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ class ManagedTables:
 def load_managed_tables(spark, config: LakekeeperConfig) -> ManagedTables:
     """Read the configured tables' metadata; unmanageable ones are skipped with their reason (and logged)."""
     managed = ManagedTables()
-    for database, table in resolve_tables(spark, config):
+    for database, table in resolve_tables(spark, config.tables):
         try:
             info = read_table(spark, database, table)
         except CatalogError as error:

@@ -2,14 +2,15 @@
 
 import dagster as dg
 
-from lakekeeper_dagster.assets import asset_key
-from lakekeeper_dagster.engine.config import LakekeeperConfig
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.fs.listing import list_directories
 from lakekeeper_dagster.engine.hive.catalog import table_units
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.ops.analyze import plan_listed, thresholds_from
+from lakekeeper_dagster.engine.ops.analyze import plan_listed
 from lakekeeper_dagster.engine.plan.units import UnitPlan
+from lakekeeper_dagster.failures import engine_failures
 from lakekeeper_dagster.partitions import sync_partitions
+from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 OBSERVE_JOB = "observe_partitions_job"
@@ -32,26 +33,30 @@ def observation_metadata(plan: UnitPlan) -> dict:
     }
 
 
-def build_observe_job(settings: LakekeeperConfig, tables: list[TableInfo]) -> dg.JobDefinition:
+def build_observe_job(
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+) -> dg.JobDefinition:
     """One op: sync dynamic partitions, list every managed unit in one Spark job, log one observation per unit."""
 
     @dg.op(out={})
     def observe_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource):
         """Record each partition's (or unpartitioned table's) data file count, bytes, average and median size."""
-        session = spark.spark_session
-        units = {info.qualified_name: table_units(session, info) for info in tables}
+        with engine_failures():
+            session = spark.spark_session
+            units = {info.qualified_name: table_units(session, info) for info in tables}
         for info in tables:
             if info.is_partitioned:
                 hive = [unit.partition for unit in units[info.qualified_name]]
-                added, removed = sync_partitions(context.instance, info, hive)
+                added, removed = sync_partitions(context.instance, translator.partitions_def_name(info), hive)
                 if added or removed:
                     context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
         locations = [unit.location for table in units.values() for unit in table]
-        listing = list_directories(session, locations, f"observe {len(tables)} table(s)")
-        thresholds = thresholds_from(settings)
+        with engine_failures():
+            listing = list_directories(session, locations, f"observe {len(tables)} table(s)")
+        thresholds = settings.thresholds()
         for info in tables:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
-            key = asset_key(info.database, info.name)
+            key = translator.asset_key(info)
             for plan in plans:
                 yield dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=observation_metadata(plan))
             missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]

@@ -6,48 +6,57 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import dagster as dg
-from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
 
-from lakekeeper_dagster.assets import asset_key
-from lakekeeper_dagster.engine.config import LakekeeperConfig
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.requests import Observed, RunPlan, TableState, plan_tick
 from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION
-from lakekeeper_dagster.partitions import partitions_def_name
+from lakekeeper_dagster.translator import HiveTableTranslator
 
 SENSOR_NAME = "file_count_sensor"
 TABLE_TAG = "lakekeeper/table"
 EXAMPLES = 5
 FETCH_PAGE = 10_000  # the most records the event log returns at once
 
+# Dagster's system tags of a partitioned run: documented, but not exported by dagster 1.13, so named here once;
+# test_dagster checks them against the tags of a real one-partition run and a real range run.
+PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
 
-def op_name(info: TableInfo) -> str:
-    """The op behind a table's asset (the name run config is keyed by)."""
-    return asset_key(info.database, info.name).to_python_identifier()
+# Dagster's finished and unfinished run statuses (MANAGED, a run of an external system, is neither).
+FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+NOT_FINISHED = [
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.SUSPENDED,
+    dg.DagsterRunStatus.CANCELING,
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+]
 
 
-def run_units(run: dg.DagsterRun, info: TableInfo, order: list[str]) -> set[str | None]:
+def run_units(
+    run: dg.DagsterRun, info: TableInfo, order: list[str], translator: HiveTableTranslator
+) -> set[str | None]:
     """The units a run of the table's asset compacts: its `partitions` config, its partition, its range, or all."""
-    config = run.run_config.get("ops", {}).get(op_name(info), {}).get("config", {})
+    config = run.run_config.get("ops", {}).get(translator.op_name(info), {}).get("config", {})
     if config.get("partitions"):
         return set(config["partitions"])
     if not info.is_partitioned:
         return {None}
-    if PARTITION_NAME_TAG in run.tags:
-        return {run.tags[PARTITION_NAME_TAG]}
-    start, end = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+    if PARTITION_TAG in run.tags:
+        return {run.tags[PARTITION_TAG]}
+    start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
     if start in order and end in order:
         return set(order[order.index(start) : order.index(end) + 1])
     return set(order)
 
 
-def _runs_by_table(runs: list[dg.DagsterRun], tables: list[TableInfo]) -> dict[str, list[dg.DagsterRun]]:
-    keys = {asset_key(t.database, t.name): t.qualified_name for t in tables}
+def _runs_by_table(
+    runs: list[dg.DagsterRun], tables: list[TableInfo], translator: HiveTableTranslator
+) -> dict[str, list[dg.DagsterRun]]:
+    keys = {translator.asset_key(t): t.qualified_name for t in tables}
     by_table: dict[str, list[dg.DagsterRun]] = {}
     for run in runs:
         for key in run.asset_selection or ():
@@ -87,22 +96,22 @@ def _new_observations(instance: dg.DagsterInstance, key: dg.AssetKey, after: int
     return records
 
 
-def run_request(run: RunPlan, info: TableInfo) -> dg.RunRequest:
+def run_request(run: RunPlan, info: TableInfo, translator: HiveTableTranslator) -> dg.RunRequest:
     """One run of the table's asset over the planned partitions (one Spark session for all of them)."""
-    key = asset_key(info.database, info.name)
+    key = translator.asset_key(info)
     tags = {TABLE_TAG: info.qualified_name}
     partitions = [p for p in run.partitions if p is not None]
     run_key = f"{info.qualified_name}:{len(partitions)}:{run.last_storage_id}"
     if not partitions:
         return dg.RunRequest(run_key=run_key, asset_selection=[key], tags=tags)
     if len(partitions) > 1:
-        tags |= {ASSET_PARTITION_RANGE_START_TAG: partitions[0], ASSET_PARTITION_RANGE_END_TAG: partitions[-1]}
+        tags |= {RANGE_START_TAG: partitions[0], RANGE_END_TAG: partitions[-1]}
     return dg.RunRequest(
         run_key=run_key,
         asset_selection=[key],
         partition_key=partitions[0] if len(partitions) == 1 else None,
         tags=tags,
-        run_config={"ops": {op_name(info): {"config": {"partitions": partitions}}}},
+        run_config={"ops": {translator.op_name(info): {"config": {"partitions": partitions}}}},
     )
 
 
@@ -125,14 +134,16 @@ def _named(units: Sequence[str | None]) -> str:
     return ", ".join(names[:EXAMPLES]) + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")
 
 
-def build_file_count_sensor(settings: LakekeeperConfig, tables: list[TableInfo]) -> dg.SensorDefinition:
+def build_file_count_sensor(
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+) -> dg.SensorDefinition:
     """The code location's sensor; off by default (turn it on in the UI or with `dagster sensor start`)."""
     by_name = {t.qualified_name: t for t in sorted(tables, key=lambda t: t.qualified_name)}
     thresholds = settings.sensor
 
     @dg.sensor(
         name=SENSOR_NAME,
-        asset_selection=dg.AssetSelection.assets(*[asset_key(t.database, t.name) for t in by_name.values()]),
+        asset_selection=dg.AssetSelection.assets(*[translator.asset_key(t) for t in by_name.values()]),
         minimum_interval_seconds=thresholds.minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Requests compaction of the partitions whose newest observed file count is at least "
@@ -142,10 +153,10 @@ def build_file_count_sensor(settings: LakekeeperConfig, tables: list[TableInfo])
     def file_count_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         instance = context.instance
         cursor = {k: int(v) for k, v in json.loads(context.cursor or "{}").items()}
-        active = _runs_by_table(list(instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED_STATUSES))), tables)
+        active = _runs_by_table(list(instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED))), tables, translator)
         cutoff = datetime.fromtimestamp(time.time() - thresholds.failure_backoff_seconds, tz=timezone.utc)
         finished = _runs_by_table(
-            list(instance.get_runs(dg.RunsFilter(statuses=FINISHED_STATUSES, updated_after=cutoff))), tables
+            list(instance.get_runs(dg.RunsFilter(statuses=FINISHED, updated_after=cutoff))), tables, translator
         )
         budget = thresholds.max_observations_per_tick
         states = []
@@ -153,19 +164,15 @@ def build_file_count_sensor(settings: LakekeeperConfig, tables: list[TableInfo])
         for name, info in by_name.items():
             if budget <= 0:
                 break
-            records = _new_observations(instance, asset_key(info.database, info.name), cursor.get(name), budget)
+            records = _new_observations(instance, translator.asset_key(info), cursor.get(name), budget)
             if not records:
                 continue
             budget -= len(records)
-            order = (
-                instance.get_dynamic_partitions(partitions_def_name(info.database, info.name))
-                if info.is_partitioned
-                else []
-            )
-            in_flight = set().union(*[run_units(r, info, order) for r in active.get(name, [])])
+            order = instance.get_dynamic_partitions(translator.partitions_def_name(info)) if info.is_partitioned else []
+            in_flight = set().union(*[run_units(r, info, order, translator) for r in active.get(name, [])])
             last_outcome: dict[str | None, dg.DagsterRun] = {}
             for run in finished.get(name, []):  # newest first: the first run seen per unit is its last outcome
-                for unit in run_units(run, info, order):
+                for unit in run_units(run, info, order, translator):
                     last_outcome.setdefault(unit, run)
             failed = {u: r for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.FAILURE}
             failures[name] = failed
@@ -192,7 +199,7 @@ def build_file_count_sensor(settings: LakekeeperConfig, tables: list[TableInfo])
             )
         for name, left in plan.deferred.items():
             context.log.info(f"{name}: {left} partition(s) left for the next tick (sensor.max_runs_per_tick)")
-        requests = [run_request(run, by_name[run.table]) for run in plan.runs]
+        requests = [run_request(run, by_name[run.table], translator) for run in plan.runs]
         for run in plan.runs:
             context.log.info(
                 f"{run.table}: requesting compaction of {len(run.partitions)} unit(s): {_named(run.partitions)}"

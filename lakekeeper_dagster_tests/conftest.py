@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_resources.metastore import MetastoreServer, free_port
-from spark_resources.session import hive_spark_conf, start_spark_session
-from spark_resources.settings import SparkSubmitSettings
+from spark_resources.session import local_hive_session
 
 _db_counter = itertools.count()
 
@@ -29,14 +28,12 @@ def metastore(tmp_path_factory) -> MetastoreServer:
 def spark(metastore):
     """The one Spark session of the test session, pointed at the test metastore."""
     os.environ["LAKEKEEPER_METASTORE_URI"] = metastore.uri
-    conf = hive_spark_conf(
-        SparkSubmitSettings(master="local[2]"),
+    session = local_hive_session(
         metastore.uri,
         metastore.warehouse_dir.as_uri(),
         app_name="lakekeeper-dagster-tests",
+        extra_conf={"spark.sql.shuffle.partitions": "4"},
     )
-    conf["spark.sql.shuffle.partitions"] = "4"
-    session = start_spark_session(conf)
     yield session
     session.stop()
 

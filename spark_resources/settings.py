@@ -1,8 +1,13 @@
-"""Spark settings: Lakekeeper's `spark_submit` block, rendered as Spark conf and as a spark-submit command."""
+"""Spark settings: Lakekeeper's `spark_submit` block, rendered as Spark conf and as a spark-submit command; the
+metastore a session talks to."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from spark_resources.metastore import DEFAULT_URI
 
 
 class SparkSubmitSettings(BaseModel):
@@ -13,30 +18,58 @@ class SparkSubmitSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
-    submit_command: str = "spark-submit"
-    master: str | None = None
-    deploy_mode: str | None = Field(default=None, pattern="^(client|cluster)$")
-    principal: str | None = None
-    keytab: str | None = None
-    krb5_conf: str | None = None
-    queue: str | None = None
-    archives: str | None = None
-    python_env: str | None = None
-    executor_memory: str | None = None
-    num_executors: int | None = Field(default=None, ge=1)
-    executor_cores: int | None = Field(default=None, ge=1)
-    driver_memory: str | None = None
-    script_path: str = "run_lakekeeper.py"
-    extra_conf: dict[str, str] = Field(default_factory=dict)
-    extra_files: list[str] = Field(default_factory=list)
-    py_files: list[str] = Field(default_factory=list)
+    enabled: bool = Field(
+        default=False,
+        description="Run on the cluster (master defaults to yarn); false: Spark in local mode in the calling process.",
+    )
+    submit_command: str = Field(default="spark-submit", description="The spark-submit executable.")
+    master: str | None = Field(default=None, description="Spark master; default: yarn when enabled, else local[*].")
+    deploy_mode: str | None = Field(default=None, pattern="^(client|cluster)$", description="client or cluster.")
+    principal: str | None = Field(default=None, description="Kerberos principal, e.g. user@REALM.COM.")
+    keytab: str | None = Field(default=None, description="Path to the principal's keytab.")
+    krb5_conf: str | None = Field(default=None, description="krb5.conf to use instead of the system one.")
+    queue: str | None = Field(default=None, description="YARN queue.")
+    archives: str | None = Field(
+        default=None, description="Archives to ship, e.g. hdfs:///envs/lakekeeper_env.tar.gz#lakekeeper_env."
+    )
+    python_env: str | None = Field(
+        default=None, description="Python of the executors (and cluster driver), e.g. ./lakekeeper_env/bin/python."
+    )
+    executor_memory: str | None = Field(default=None, description="Memory per executor, e.g. 4g.")
+    num_executors: int | None = Field(default=None, ge=1, description="Number of executors.")
+    executor_cores: int | None = Field(default=None, ge=1, description="Cores per executor.")
+    driver_memory: str | None = Field(default=None, description="Driver memory, e.g. 2g.")
+    script_path: str = Field(default="run_lakekeeper.py", description="The script the rendered spark-submit runs.")
+    extra_conf: dict[str, str] = Field(default_factory=dict, description="More Spark conf, KEY: VALUE (applied last).")
+    extra_files: list[str] = Field(default_factory=list, description="Files to ship with the job (--files).")
+    py_files: list[str] = Field(default_factory=list, description="Python files to ship with the job (--py-files).")
 
     def effective_master(self) -> str:
         """`yarn` when cluster submission is enabled and no master is set, else local mode."""
         if self.master:
             return self.master
         return "yarn" if self.enabled else "local[*]"
+
+
+class MetastoreSettings(BaseModel):
+    """The Hive Metastore Spark sessions talk to, and the local one's files."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    uri: str = Field(default=DEFAULT_URI, description="Thrift URI of the metastore (also $LAKEKEEPER_METASTORE_URI).")
+    home: str = Field(
+        default=".lakekeeper",
+        description="The local metastore's Derby database, warehouse, pid and log files (relative to the config file).",
+    )
+    warehouse_dir: str | None = Field(
+        default=None, description="Spark's warehouse directory; default: <home>/warehouse."
+    )
+
+    def resolved_warehouse_dir(self) -> str:
+        """The warehouse directory as a URI (defaults to `<home>/warehouse`)."""
+        if self.warehouse_dir:
+            return self.warehouse_dir
+        return (Path(self.home).absolute() / "warehouse").as_uri()
 
 
 def render_spark_conf(settings: SparkSubmitSettings) -> dict[str, str]:

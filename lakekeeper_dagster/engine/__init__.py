@@ -1,1 +1,22 @@
-"""The engine: catalog, storage, planning and compaction of Hive tables. No Dagster imports here."""
+"""The engine: Hive tables kept free of small files, safely. No Dagster import anywhere below.
+
+Layers, each importing only those before it: `errors`, `statuses`, `faults` -> `fs` (files over the Hadoop
+FileSystem API) -> `hive` (tables, units, catalog, backup tables) -> `plan` (pure Python decisions) -> `protocol`
+(journal, lease, pre-swap checks, swap, commit, recovery: the substrate every operation stands on) -> `rewrite`
+(reading with the table's schema, codecs, fingerprints) -> `ops` (analyze, compaction, rollback, cleanup, audit)
+-> `settings` (the engine's configuration: builds the plan's thresholds and batching and a run's options).
+
+Glossary (one name per concept):
+- unit: what an operation works on, one partition or a whole unpartitioned table (`hive.model.Unit`); its plan is a
+  `UnitPlan`, its journal entry a `UnitRecord`, its outcome a `UnitResult`.
+- partition: a unit's Hive partition name, `date=2024-01-01/ref=FR` (escaped as the metastore prints it); spec: its
+  raw values by column.
+- live / incoming / retired: a unit's directory readers see, the new content waiting beside it, and the directory the
+  swap moves the old content to (hidden `.lk-<role>-<run>-<name>` siblings).
+- snapshot: the data files a run saw in `live` when it planned; every one must be intact right before the swap.
+- run: one journaled operation on one table (`RunKind`), under the table's lease; batch: units of a compaction run
+  written, verified, backed up and committed together.
+- backup: a zero-copy external table over the retired originals, found by its `lakekeeper.backup.*` properties.
+- commit: the only steps readers see (swap, metastore pointers, cache refresh).
+- recovery: finishing (from SWAPPING on) or undoing (before it) a run a crash interrupted, from its journal.
+"""

@@ -41,7 +41,7 @@ def test_partitions_with_escaped_values_and_custom_location(spark, database, dat
     info = read_table(spark, database, "p")
     partitions = list_partitions(spark, info)
     shown = sorted(r[0] for r in spark.sql(f"SHOW PARTITIONS {database}.p").collect())
-    assert sorted(p.name for p in partitions) == shown
+    assert sorted(p.partition for p in partitions) == shown
     values = {p.spec["k"] for p in partitions}
     assert set(AWKWARD_VALUES) <= values
     assert HIVE_DEFAULT_PARTITION in values or None in values

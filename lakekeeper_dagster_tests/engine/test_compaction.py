@@ -343,7 +343,7 @@ def test_batches_compact_concurrently_and_a_failed_unit_spares_its_batch(spark, 
     assert len(records) == 1 + 1 + 3 * 3 + 4 + 1 + 1
     # The backup holds the originals of exactly the compacted partitions, at their retired directories.
     backup = read_table(spark, database, results["date=2024-02-01"].backup_table)
-    located = {p.name: p.location for p in list_partitions(spark, backup)}
+    located = {p.partition: p.location for p in list_partitions(spark, backup)}
     assert {name: location.rsplit("/", 1)[1] for name, location in located.items()} == {
         f"date={d}": f".lk-old-{run_id}-date={d}" for d in compacted
     }

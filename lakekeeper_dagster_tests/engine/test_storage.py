@@ -7,10 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.engine.fs.listing import list_directories
 from lakekeeper_dagster.engine.fs.storage import Storage, StorageError
-from lakekeeper_dagster.engine.ops.analyze import analyze_tables, thresholds_from
+from lakekeeper_dagster.engine.ops.analyze import analyze_tables
+from lakekeeper_dagster.engine.settings import EngineSettings
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_listing_counts_data_files_directly_under_each_location(spark, storage, 
     missing = (tmp_path / "nope").as_uri()
     locations = [f"file:{first}", f"file:{globby}", f"file:{nested}", f"file://{empty}", missing]
 
-    listing = list_directories(spark, locations)
+    listing = list_directories(spark, locations, "test")
 
     stats = listing.stats[locations[0]]
     assert (stats.file_count, stats.total_bytes, stats.median_bytes, stats.average_bytes) == (3, 600, 200.0, 200.0)
@@ -113,7 +113,7 @@ def test_analyze_counts_real_table_files(spark, database, data_dir):
         f"LOCATION '{data_dir.as_uri()}'"
     )
     spark.sql(f"MSCK REPAIR TABLE {database}.t")
-    (plan,) = analyze_tables(spark, [(database, "t")], thresholds_from(parse_config({}, "test")))
+    (plan,) = analyze_tables(spark, [(database, "t")], EngineSettings().thresholds())
     assert plan.status == "NEEDS COMPACTION"
     assert [p.partition for p in plan.partitions] == ["k=0", "k=1", "k=2"]
     assert [p.file_count for p in plan.partitions] == [7, 7, 7]
@@ -128,7 +128,7 @@ def test_analyze_reports_skips_and_goes_on(spark, database, data_dir):
     spark.sql(f"INSERT INTO {database}.e VALUES (1)")
     spark.sql(f"INSERT INTO {database}.e VALUES (2)")
     plans = analyze_tables(
-        spark, [(database, "v"), (database, "missing"), (database, "e")], thresholds_from(parse_config({}, "t"))
+        spark, [(database, "v"), (database, "missing"), (database, "e")], EngineSettings().thresholds()
     )
     assert [p.status for p in plans] == ["SKIPPED", "SKIPPED", "NEEDS COMPACTION"]
     assert "view" in plans[0].reason and "does not exist" in plans[1].reason

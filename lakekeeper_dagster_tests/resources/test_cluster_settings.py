@@ -10,8 +10,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.definitions import spark_resource_for
-from lakekeeper_dagster.engine.config import LakekeeperConfig
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf, render_submit_command
 
 FULL_BLOCK = {

@@ -18,13 +18,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from lakekeeper_dagster_tests.tables import REPO
 from spark_resources.kerberos import keytab_principals
 from spark_resources.metastore import MetastoreServer, free_port
 from spark_resources.resource import HiveSparkResource
 
 pytestmark = pytest.mark.kerberos
 
-REPO = Path(__file__).resolve().parents[1]
 REALM = "LAKE.TEST"
 SERVICE = f"hive/localhost@{REALM}"
 TICKET_LIFETIME = 15  # seconds: the max life of the renewal principal

@@ -6,13 +6,11 @@ import socket
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from lakekeeper_dagster_tests.tables import REPO
 from spark_resources.metastore import MetastoreError, MetastoreServer, free_port, list_databases
-
-REPO = Path(__file__).resolve().parents[1]
 
 SPARK_CLIENT = textwrap.dedent(
     """

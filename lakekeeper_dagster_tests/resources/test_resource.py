@@ -6,11 +6,9 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
+from lakekeeper_dagster_tests.tables import REPO
 from spark_resources.resource import HiveSparkResource
-
-REPO = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent(
     """

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import yaml
 
+from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.demo_tables import create_demo_tables
-from lakekeeper_dagster.engine.config import parse_config
-from lakekeeper_dagster.engine.ops.analyze import analyze_tables, thresholds_from
-
-REPO = Path(__file__).resolve().parents[1]
+from lakekeeper_dagster.engine.ops.analyze import analyze_tables
+from lakekeeper_dagster_tests.tables import REPO
 
 
 def run_cli(args: list[str], cwd: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
@@ -83,7 +82,7 @@ def test_analyze_json_through_the_cli(spark, metastore, database, data_dir, tmp_
 
 def test_demo_tables_match_the_runbook(spark, database):
     names = create_demo_tables(spark, database)
-    plans = analyze_tables(spark, [tuple(n.split(".")) for n in names], thresholds_from(parse_config({}, "t")))
+    plans = analyze_tables(spark, [tuple(n.split(".")) for n in names], parse_config({}, "t").thresholds())
     assert [(p.table, p.status, p.file_count) for p in plans] == [
         ("lakekeeper_flat", "NEEDS COMPACTION", 500),
         ("lakekeeper_events", "NEEDS COMPACTION", 600),

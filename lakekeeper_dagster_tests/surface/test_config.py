@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from lakekeeper_dagster.cli import build_parser, config_from_args
-from lakekeeper_dagster.engine.config import ConfigError, load_config, parse_config
-from lakekeeper_dagster.engine.config_template import CONFIG_TEMPLATE
+from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, parse_config
+from lakekeeper_dagster.engine.errors import ConfigError
 
 
 def write(tmp_path, data) -> str:
@@ -89,10 +92,45 @@ def test_env_overrides_metastore_uri_and_config_path(tmp_path, monkeypatch):
     assert load_config().metastore.uri == "thrift://other:2"
 
 
+def _models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    """The model and every settings block below it (fields typed as a model, or as a dict or list of models)."""
+    found = [model]
+    for field in model.model_fields.values():
+        for candidate in (field.annotation, *get_args(field.annotation)):
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel) and candidate not in found:
+                found += [m for m in _models(candidate) if m not in found]
+    return found
+
+
 def test_template_is_valid_and_every_key_is_known():
-    config = parse_config(yaml.safe_load(CONFIG_TEMPLATE), "template")
+    config = parse_config(yaml.safe_load(config_template()), "template")
     assert config.block_size_mb == 128
     assert config.spark_submit.enabled is False
+
+
+def test_the_generated_template_holds_exactly_the_defaults(monkeypatch):
+    monkeypatch.delenv("LAKEKEEPER_METASTORE_URI", raising=False)
+    config = parse_config(yaml.safe_load(config_template()), "template")
+    assert config.model_dump() == LakekeeperConfig().model_dump()
+
+
+def test_every_key_is_described_and_in_the_template():
+    models = _models(LakekeeperConfig)
+    assert {m.__name__ for m in models} == {
+        "LakekeeperConfig",
+        "BatchSettings",
+        "TableSelection",
+        "MetastoreSettings",
+        "SparkSubmitSettings",
+        "SensorThresholds",
+        "ObservationSettings",
+        "TableOverride",
+    }
+    template = config_template()
+    for model in models:
+        for name, field in model.model_fields.items():
+            assert (field.description or "").strip(), f"{model.__name__}.{name} has no description"
+            assert f"{name}:" in template, f"{model.__name__}.{name} is not in the template"
 
 
 def test_table_selection_globs():

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET, asset_key
+from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
+from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, register_pools, spark_resource_for
-from lakekeeper_dagster.engine.config import parse_config
-from lakekeeper_dagster.partitions import partitions_def_name
-from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of
+from lakekeeper_dagster.engine.hive.catalog import read_table
+from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
+from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, partitions_def_name
+from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
 
 
 @pytest.fixture
@@ -81,6 +83,10 @@ def test_materializing_partitions_compacts_them_and_checks_pass(spark, location,
             partition_key="date=2024-01-01",
         )
         assert result.success
+        run = instance.get_run_by_id(result.run_id)
+        assert run.tags[PARTITION_TAG] == "date=2024-01-01"  # the tag the sensor reads a run's partition from
+        order = instance.get_dynamic_partitions(partitions_def_name(database, "ev"))
+        assert run_units(run, read_table(spark, database, "ev"), order, TRANSLATOR) == {"date=2024-01-01"}
         (materialization,) = result.asset_materializations_for_node(f"hive__{database}__ev")
         metadata = {k: v.value for k, v in materialization.metadata.items()}
         assert (metadata["files_before"], metadata["files_after"], metadata["dagster/row_count"]) == (4, 1, 200)
@@ -123,7 +129,6 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     import yaml
 
@@ -143,7 +148,7 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
     home.mkdir()
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(partitions_def_name(database, "cli"), ["date=2024-01-02"])
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(repo)}
     env.pop("LAKEKEEPER_METASTORE_URI", None)
     dagster = [sys.executable, "-m", "dagster"]
@@ -183,9 +188,8 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
 
 def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
     import shutil
-    from pathlib import Path
 
-    shutil.copy(Path(__file__).resolve().parents[1] / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         pools = instance.get_concurrency_config().pool_config
         assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
@@ -237,15 +241,15 @@ def test_partitions_follow_the_metastore_and_a_range_runs_in_one_session(spark, 
         result = location.get_implicit_global_asset_job_def().execute_in_process(
             instance=instance,
             asset_selection=[asset_key(database, "ev")],
-            tags={
-                "dagster/asset_partition_range_start": "date=2024-01-01",
-                "dagster/asset_partition_range_end": "date=2024-01-02",
-            },
+            tags={RANGE_START_TAG: "date=2024-01-01", RANGE_END_TAG: "date=2024-01-02"},  # the sensor's range tags
         )
         assert result.success
         assert SparkContext._active_spark_context is context_before  # one Spark session for both partitions
         materialized = {e.partition for e in result.get_asset_materialization_events()}
         assert materialized == {"date=2024-01-01", "date=2024-01-02"}
+        run = instance.get_run_by_id(result.run_id)
+        order = instance.get_dynamic_partitions(name)
+        assert run_units(run, read_table(spark, database, "ev"), order, TRANSLATOR) == materialized
     assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
 
 
@@ -284,3 +288,10 @@ def test_partition_aware_checks_do_not_name_partitions_of_a_range_run():
             tags={"dagster/asset_partition_range_start": "x", "dagster/asset_partition_range_end": "y"},
         )
         assert [e.partition for e in many.get_asset_check_evaluations()] == [None]
+
+
+def test_the_sensors_run_statuses_are_dagsters():
+    """The sensor lists Dagster's finished and unfinished run statuses itself (Dagster does not export them)."""
+    from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
+
+    assert (set(FINISHED), set(NOT_FINISHED)) == (set(FINISHED_STATUSES), set(NOT_FINISHED_STATUSES))

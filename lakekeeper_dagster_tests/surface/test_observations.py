@@ -7,12 +7,11 @@ import json
 import dagster as dg
 import pytest
 
-from lakekeeper_dagster.assets import asset_key
+from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
-from lakekeeper_dagster.engine.config import parse_config
 from lakekeeper_dagster.observations import OBSERVE_JOB
-from lakekeeper_dagster.partitions import partitions_def_name
 from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG, execute_request
+from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
 
 DAYS = [{"date": f"2024-02-0{day}"} for day in (1, 2, 3, 4)]

@@ -21,12 +21,12 @@ from types import SimpleNamespace
 import dagster as dg
 import pytest
 
-from lakekeeper_dagster.assets import pool_name
 from lakekeeper_dagster.definitions import register_pools
+from lakekeeper_dagster.translator import HiveTableTranslator
+from lakekeeper_dagster_tests.tables import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-POOL = pool_name(SimpleNamespace(database="db", name="t"))
+POOL = HiveTableTranslator().pool(SimpleNamespace(database="db", name="t"))
 RUNNING = {dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED}
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 

@@ -115,9 +115,6 @@ class Storage:
     def exists(self, location: str) -> bool:
         return bool(self._fs(location).exists(self._path(location)))
 
-    def is_dir(self, location: str) -> bool:
-        return bool(self._fs(location).isDirectory(self._path(location)))
-
     def list_entries(self, location: str) -> DirEntries:
         """Subdirectory names and data files (size, mtime) directly under `location`, from one listing call."""
         fs = self._fs(location)

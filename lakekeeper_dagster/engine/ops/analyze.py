@@ -5,45 +5,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.config import LakekeeperConfig
 from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.fs.listing import Listing, list_directories
-from lakekeeper_dagster.engine.hive.catalog import list_tables, read_table, table_units
-from lakekeeper_dagster.engine.hive.model import TableInfo, Unit, split_table_name
-from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
+from lakekeeper_dagster.engine.hive.catalog import read_table, table_units
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
+from lakekeeper_dagster.engine.plan.thresholds import Thresholds
 from lakekeeper_dagster.engine.plan.units import TablePlan, UnitPlan, plan_table, plan_unit, skipped_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-
-def thresholds_from(config: LakekeeperConfig) -> Thresholds:
-    return Thresholds(config.block_size_bytes, config.compaction_ratio_threshold, config.size_statistic.value)
-
-
-def batching_from(config: LakekeeperConfig) -> Batching:
-    settings = config.batching
-    return Batching(settings.max_partitions, settings.max_mb * 1024 * 1024, settings.concurrent_jobs)
-
-
-def resolve_tables(
-    spark: SparkSession,
-    config: LakekeeperConfig,
-    database: str | None = None,
-    tables: list[str] | None = None,
-) -> list[tuple[str, str]]:
-    """The (db, table) pairs named on the command line, or else the ones the config manages."""
-    if tables:
-        return [split_table_name(t) for t in tables]
-    if database:
-        return [(database, t) for t in list_tables(spark, database)]
-    selection = config.tables
-    pairs = [split_table_name(t) for t in selection.tables]
-    for db in selection.databases:
-        pairs += [(db, t) for t in list_tables(spark, db) if selection.matches(db, t)]
-    return list(dict.fromkeys(pairs))
 
 
 def plan_listed(units: list[Unit], listing: Listing, thresholds: Thresholds) -> list[UnitPlan]:

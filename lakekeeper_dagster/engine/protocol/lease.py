@@ -69,7 +69,6 @@ class TableLease:
         self.me = LeaseOwner(socket.gethostname(), os.getpid(), run_id, owner, time.time(), uuid.uuid4().hex)
         self.timeout = timeout_seconds or float(os.environ.get("LAKEKEEPER_LEASE_TIMEOUT", DEFAULT_TIMEOUT_SECONDS))
         self.renew_every = renew_seconds or min(DEFAULT_RENEW_SECONDS, self.timeout / 4)
-        self.took_over: LeaseOwner | None = None
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -139,7 +138,6 @@ class TableLease:
             self.storage.delete(stale)
             if not self.storage.create_exclusive(self.location, self._payload()):
                 raise LeaseHeldError(f"table {self.table}: another process took the lease at the same moment; retry")
-            self.took_over = holder
         self._thread = threading.Thread(target=self._renew, name=f"lease-{self.table}", daemon=True)
         self._thread.start()
         return self

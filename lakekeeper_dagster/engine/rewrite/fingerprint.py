@@ -20,10 +20,6 @@ class Fingerprint:
     def to_dict(self) -> dict:
         return {"rows": self.rows, "checksum": self.checksum}
 
-    @classmethod
-    def from_dict(cls, data: dict) -> Fingerprint:
-        return cls(int(data["rows"]), str(data["checksum"]))
-
 
 EMPTY = Fingerprint(0, "0")  # no rows
 

@@ -1,0 +1,209 @@
+"""The YAML configuration: the engine's settings plus the code location's (metastore, Spark, sensor, observation,
+asset metadata); loading, validation with errors naming key and file, and the commented template generated from
+the models' descriptions."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.settings import EngineSettings, StrictModel
+from spark_resources.session import hive_spark_conf
+from spark_resources.settings import MetastoreSettings, SparkSubmitSettings
+
+DEFAULT_CONFIG_PATH = "lakekeeper.yaml"
+TEMPLATE_WIDTH = 118
+TEMPLATE_HEADER = """\
+# lakekeeper-dagster configuration. Every key is optional; the values shown are the defaults.
+# Path: --config-file, else $LAKEKEEPER_CONFIG, else ./lakekeeper.yaml. An unknown key is an error.
+"""
+
+
+class SensorThresholds(StrictModel):
+    """When the file-count sensor requests compaction, and how much per tick."""
+
+    min_files: int = Field(
+        default=2,
+        ge=2,
+        description="Request compaction of a partition only when its newest observation counts at least this many "
+        "files (and its files are small by the size rule).",
+    )
+    minimum_interval_seconds: int = Field(default=300, ge=1, description="Seconds between two ticks of the sensor.")
+    max_runs_per_tick: int = Field(
+        default=10, ge=1, description="Runs requested per tick at most; the other partitions wait for the next tick."
+    )
+    max_partitions_per_run: int = Field(default=200, ge=1, description="Partitions of one requested run at most.")
+    failure_backoff_seconds: int = Field(
+        default=3600, ge=0, description="Do not re-request a partition whose compaction failed this recently."
+    )
+    max_observations_per_tick: int = Field(
+        default=20000, ge=1, description="Observations read per tick; the cursor pages through the rest."
+    )
+
+
+class ObservationSettings(StrictModel):
+    """When the observation job runs on its schedule (the schedule is off until turned on)."""
+
+    cron_schedule: str = Field(
+        default="0 * * * *",
+        pattern=r"^\s*(\S+\s+){4}\S+\s*$",
+        description="When observe_partitions_schedule runs (it is off until turned on).",
+    )
+
+
+class TableOverride(StrictModel):
+    """Settings of one table that replace the general ones."""
+
+    min_files: int | None = Field(
+        default=None, ge=2, examples=[50], description="The sensor's file-count threshold; default: sensor.min_files."
+    )
+
+
+class LakekeeperConfig(EngineSettings):
+    """Everything one YAML file can set: the engine's settings and the code location's."""
+
+    log_level: str = Field(
+        default="INFO",
+        pattern="^(DEBUG|INFO|WARNING|ERROR)$",
+        description="Logging level: DEBUG, INFO, WARNING or ERROR.",
+    )
+    metastore: MetastoreSettings = Field(default_factory=MetastoreSettings, description="The Hive Metastore.")
+    spark_submit: SparkSubmitSettings = Field(
+        default_factory=SparkSubmitSettings,
+        description="Lakekeeper's spark_submit block: how Spark runs (local mode in the calling process unless "
+        "enabled).",
+    )
+    sensor: SensorThresholds = Field(
+        default_factory=SensorThresholds,
+        description="The file-count sensor, which requests compaction of partitions with many small files (off "
+        "until turned on).",
+    )
+    observation: ObservationSettings = Field(
+        default_factory=ObservationSettings,
+        description="The observation job: file counts and sizes per partition, recorded as asset observations.",
+    )
+    table_overrides: dict[str, TableOverride] = Field(
+        default_factory=dict, description="Settings of single tables, by DB.TABLE."
+    )
+    asset_owners: list[str] = Field(
+        default_factory=list,
+        description="Owners of every table's asset, e.g. [team:data-platform, someone@example.com].",
+    )
+    asset_tags: dict[str, str] = Field(default_factory=dict, description="Tags of every table's asset.")
+
+    def spark_conf(self, app_name: str = "lakekeeper-dagster") -> dict[str, str]:
+        """Spark conf for a Hive-enabled session against the configured metastore."""
+        return hive_spark_conf(self.spark_submit, self.metastore.uri, self.metastore.resolved_warehouse_dir(), app_name)
+
+    def min_files_for(self, database: str, table: str) -> int:
+        """The sensor's file-count threshold for a table: its override, else `sensor.min_files`."""
+        override = self.table_overrides.get(f"{database}.{table}")
+        return override.min_files if override and override.min_files else self.sensor.min_files
+
+
+def run_owner(run_id: str | None) -> str:
+    """Who a run is, as journals and leases name it: the Dagster run, or else the command line."""
+    return f"dagster run {run_id}" if run_id else "cli"
+
+
+def _format_errors(error: ValidationError, source: str) -> str:
+    lines = []
+    for item in error.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key (check the spelling; see `lakekeeper-dagster generate-config`)")
+        else:
+            lines.append(f"  {key}: {item['msg']} (got {item.get('input')!r})")
+    return f"invalid configuration in {source}:\n" + "\n".join(lines)
+
+
+def config_path(explicit: str | None = None) -> tuple[Path, bool]:
+    """The config file to read and whether it was asked for (flag or LAKEKEEPER_CONFIG) rather than defaulted."""
+    chosen = explicit or os.environ.get("LAKEKEEPER_CONFIG")
+    return Path(chosen or DEFAULT_CONFIG_PATH), chosen is not None
+
+
+def parse_config(data: dict[str, Any], source: str) -> LakekeeperConfig:
+    """Validate a mapping of settings; errors name each bad key and the source."""
+    try:
+        config = LakekeeperConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(_format_errors(error, source)) from None
+    env_uri = os.environ.get("LAKEKEEPER_METASTORE_URI")
+    if env_uri:
+        config.metastore.uri = env_uri
+    return config
+
+
+def load_config(explicit: str | None = None) -> LakekeeperConfig:
+    """Read and validate the YAML config (`--config-file`, else LAKEKEEPER_CONFIG, else ./lakekeeper.yaml).
+
+    A missing default file means defaults; a missing file that was asked for is an error.
+    """
+    path, asked = config_path(explicit)
+    if not path.exists():
+        if asked:
+            raise ConfigError(f"config file {path} does not exist (from --config-file or LAKEKEEPER_CONFIG)")
+        return parse_config({}, "defaults")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of keys, not {type(data).__name__}")
+    config = parse_config(data, str(path))
+    home = Path(config.metastore.home)
+    if not home.is_absolute():
+        config.metastore.home = str((path.parent / home).absolute())
+    return config
+
+
+def with_overrides(config: LakekeeperConfig, **flags: Any) -> LakekeeperConfig:
+    """A copy of `config` where only the flags actually given (not None) replace file values."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not given:
+        return config
+    try:
+        return LakekeeperConfig.model_validate({**config.model_dump(), **given})
+    except ValidationError as error:
+        raise ConfigError(_format_errors(error, "command-line flags")) from None
+
+
+def config_template() -> str:
+    """The YAML `generate-config` writes: every key with its default, its description above it as a comment."""
+    return TEMPLATE_HEADER + "\n".join(_template_lines(LakekeeperConfig(), "")) + "\n"
+
+
+def _yaml_value(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("...\n").strip()
+
+
+def _comment(text: str, indent: str) -> list[str]:
+    return [f"{indent}# {line}" for line in textwrap.wrap(text, TEMPLATE_WIDTH - len(indent) - 2)]
+
+
+def _template_lines(model: BaseModel, indent: str) -> list[str]:
+    """The keys of one block (nested blocks indented under their key); a top-level key follows a blank line."""
+    lines = []
+    values = model.model_dump(mode="json")
+    for name, field in type(model).model_fields.items():
+        lines += ([""] if not indent else []) + _comment(field.description or "", indent)
+        nested = getattr(model, name)
+        if isinstance(nested, BaseModel):
+            lines += [f"{indent}{name}:", *_template_lines(nested, indent + "  ")]
+            continue
+        lines.append(f"{indent}{name}: {_yaml_value(values[name])}")
+        item = get_args(field.annotation)[-1:]  # dict[str, Model]: one entry, commented out, as an example
+        if item and isinstance(item[0], type) and issubclass(item[0], BaseModel):
+            lines.append(f"{indent}#   mydb.mytable:")
+            lines += [
+                f"{indent}#     {key}: {_yaml_value((spec.examples or [spec.default])[0])}  # {spec.description}"
+                for key, spec in item[0].model_fields.items()
+            ]
+    return lines

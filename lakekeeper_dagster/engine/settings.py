@@ -1,0 +1,119 @@
+"""What the engine is configured with: Lakekeeper's keys, batching and the managed tables, each documented once.
+
+The settings build the engine's inputs: the plan's `Thresholds` and `Batching`, and a run's `CompactionOptions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lakekeeper_dagster.engine.hive.selection import TableSelection
+from lakekeeper_dagster.engine.ops.options import CompactionOptions
+from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
+
+MB = 1024 * 1024
+
+
+class StrictModel(BaseModel):
+    """A settings block: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class SizeStatistic(str, Enum):
+    AVERAGE = "average"
+    MEDIAN = "median"
+
+
+class BatchSettings(StrictModel):
+    """How a compaction run groups partitions: concurrent Spark write jobs, and how much one batch may stage.
+
+    A batch's partitions are written by concurrent Spark jobs in one session, verified in one Spark job, registered
+    in the backup and committed with one metastore call each; its staged copies need free space together.
+    """
+
+    concurrent_jobs: int = Field(
+        default=4, ge=1, le=64, description="Spark write jobs at once (1: one partition after another)."
+    )
+    max_partitions: int = Field(default=100, ge=1, description="At most this many partitions in one batch.")
+    max_mb: int = Field(
+        default=8192, ge=1, description="At most this many MB staged by one batch (a bigger partition goes alone)."
+    )
+
+
+class EngineSettings(StrictModel):
+    """The settings of analysis and compaction, with Lakekeeper's keys and meanings."""
+
+    block_size_mb: int = Field(
+        default=128,
+        gt=0,
+        description="Target file size (the HDFS block size) in MB: target files = ceil(partition bytes / block "
+        "size), at least 1.",
+    )
+    compaction_ratio_threshold: float = Field(
+        default=10.0, gt=0, description="Compact a partition when its typical file is smaller than block size / this."
+    )
+    size_statistic: SizeStatistic = Field(
+        default=SizeStatistic.AVERAGE,
+        description='Which "typical" file size: average (Lakekeeper\'s rule) or median (robust against one huge file).',
+    )
+    backup_prefix: str = Field(
+        default="__bkp",
+        min_length=1,
+        pattern=r"^\w+$",
+        description="Prefix of backup table names (backups are found by their table properties, never by this prefix).",
+    )
+    dry_run: bool = Field(
+        default=False, description="Analyze only, never write; honoured unless --dry-run/--no-dry-run is given."
+    )
+    sort_columns: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Columns to sort by before writing, per DB.TABLE, e.g. {mydb.events: [event_type, id]} "
+        "(partition columns in the list are ignored with a note).",
+    )
+    analyze_after_compaction: bool = Field(
+        default=False, description="Refresh the metastore statistics of each compacted partition after the swap."
+    )
+    batching: BatchSettings = Field(
+        default_factory=BatchSettings,
+        description="How a compaction run batches partitions (concurrent writes, one verification job per batch).",
+    )
+    tables: TableSelection = Field(
+        default_factory=TableSelection,
+        description="Which tables are managed: the assets in Dagster and the CLI's tables when none is named.",
+    )
+
+    def thresholds(self) -> Thresholds:
+        """The plan's small-file rule."""
+        return Thresholds(self.block_size_mb * MB, self.compaction_ratio_threshold, self.size_statistic.value)
+
+    def batching_rule(self) -> Batching:
+        """How the plan groups a run's units into batches."""
+        return Batching(self.batching.max_partitions, self.batching.max_mb * MB, self.batching.concurrent_jobs)
+
+    def sort_columns_for(self, database: str, table: str) -> list[str]:
+        return self.sort_columns.get(f"{database}.{table}", [])
+
+    def compaction_options(
+        self,
+        database: str,
+        table: str,
+        *,
+        owner: str,
+        sort_columns: Sequence[str] | None = None,
+        force: bool = False,
+    ) -> CompactionOptions:
+        """The options of one table's compaction run; `sort_columns` (when given) replaces the table's setting."""
+        sort = sort_columns if sort_columns is not None else self.sort_columns_for(database, table)
+        return CompactionOptions(
+            thresholds=self.thresholds(),
+            sort_columns=tuple(sort),
+            analyze_stats=self.analyze_after_compaction,
+            force=force,
+            backup_prefix=self.backup_prefix,
+            owner=owner,
+            batching=self.batching_rule(),
+        )
