@@ -26,9 +26,9 @@ MIB = 1024 * 1024
 
 
 def start_session(metastore_uri: str, warehouse: str, app_name: str):
-    from spark_resources.session import local_hive_session
+    from spark_resources.session import local_hive_conf, start_spark_session
 
-    return local_hive_session(metastore_uri, warehouse, app_name=app_name)
+    return start_spark_session(local_hive_conf(metastore_uri, warehouse, app_name=app_name))
 
 
 def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None) -> dict:

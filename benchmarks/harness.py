@@ -65,14 +65,14 @@ class Bench:
 
     def __enter__(self) -> Bench:
         from spark_resources.metastore import MetastoreServer, free_port
-        from spark_resources.session import local_hive_session
+        from spark_resources.session import local_hive_conf, start_spark_session
 
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (BENCH_HOME / "results").mkdir(parents=True, exist_ok=True)
         self.metastore = MetastoreServer(home=self.work_dir / "metastore", uri=f"thrift://127.0.0.1:{free_port()}")
         self.metastore.start()
         self.warehouse = self.metastore.warehouse_dir.as_uri()
-        self.spark = local_hive_session(self.metastore.uri, self.warehouse, app_name="bench-admin")
+        self.spark = start_spark_session(local_hive_conf(self.metastore.uri, self.warehouse, app_name="bench-admin"))
         return self
 
     def __exit__(self, *exc) -> None:

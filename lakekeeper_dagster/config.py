@@ -4,6 +4,7 @@ the models' descriptions."""
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -181,6 +182,8 @@ def config_template() -> str:
 
 
 def _yaml_value(value: Any) -> str:
+    if isinstance(value, str):  # quoted, so an edit such as `*/15 * * * *` stays a string, not a YAML alias
+        return json.dumps(value)
     return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("...\n").strip()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_resources.metastore import MetastoreServer, free_port
-from spark_resources.session import local_hive_session
+from spark_resources.session import local_hive_conf, start_spark_session
 
 _db_counter = itertools.count()
 
@@ -28,12 +28,13 @@ def metastore(tmp_path_factory) -> MetastoreServer:
 def spark(metastore):
     """The one Spark session of the test session, pointed at the test metastore."""
     os.environ["LAKEKEEPER_METASTORE_URI"] = metastore.uri
-    session = local_hive_session(
+    conf = local_hive_conf(
         metastore.uri,
         metastore.warehouse_dir.as_uri(),
         app_name="lakekeeper-dagster-tests",
         extra_conf={"spark.sql.shuffle.partitions": "4"},
     )
+    session = start_spark_session(conf)
     yield session
     session.stop()
 

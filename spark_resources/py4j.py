@@ -6,6 +6,7 @@ Everything else calls these functions instead of reaching into `spark._jvm`, `sp
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +67,13 @@ def java_messages(error: BaseException) -> list[str]:
 
 
 def is_java_error(error: BaseException, class_name: str) -> bool:
-    """True when `error` wraps a Java exception of this simple class name (or has one among its causes)."""
-    return any(line.split(":", 1)[0].rsplit(".", 1)[-1] == class_name for line in java_messages(error))
+    """True when `error` wraps a Java exception of this simple class name, or has one among its causes (a Hadoop
+    `RemoteException(org.apache...FileAlreadyExistsException): ...` counts as the class it carries)."""
+    for line in java_messages(error):
+        head = line.split(":", 1)[0]
+        if class_name in {name.rsplit(".", 1)[-1] for name in re.findall(r"[\w.$]+", head)}:
+            return True
+    return False
 
 
 def java_cause(error: BaseException) -> str:

@@ -60,21 +60,11 @@ def local_hive_conf(
     app_name: str = "lakekeeper-dagster",
     extra_conf: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The Spark conf of a local-mode session on `metastore_uri` (the tests', the benchmarks'), `extra_conf` last."""
+    """The Spark conf of a local-mode session on `metastore_uri`: the one bootstrap of tests and benchmarks (start it
+    with `start_spark_session`), `extra_conf` applied last."""
     conf = hive_spark_conf(SparkSubmitSettings(master=master), metastore_uri, warehouse_dir, app_name=app_name)
     conf.update(extra_conf or {})
     return conf
-
-
-def local_hive_session(
-    metastore_uri: str,
-    warehouse_dir: str | None,
-    master: str = "local[2]",
-    app_name: str = "lakekeeper-dagster",
-    extra_conf: dict[str, str] | None = None,
-) -> SparkSession:
-    """A local-mode Spark session with Hive support on `metastore_uri`: the one bootstrap of tests and benchmarks."""
-    return start_spark_session(local_hive_conf(metastore_uri, warehouse_dir, master, app_name, extra_conf))
 
 
 def _python() -> str:

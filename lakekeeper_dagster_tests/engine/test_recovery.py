@@ -6,8 +6,11 @@ import signal
 
 import pytest
 
+from lakekeeper_dagster.engine.errors import StorageError
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, hidden_dirs, make_table, rows_of, run_cli
 
@@ -92,3 +95,14 @@ def test_cleanup_refuses_while_a_crashed_rollback_still_needs_the_originals(
         cleanup_backups(spark, table=table, older_than_seconds=0, skip_trash=True)
     recover(spark, [(database, "cl")])
     assert rows_of(spark, table) == before and len(data_files(root / "date=2024-01-01")) == 4
+
+
+def test_a_journal_step_this_version_does_not_know_is_refused_by_name(spark, data_dir):
+    """A journal written by a newer version (an unknown run kind or unit state) is refused, never guessed at."""
+    storage = Storage(spark)
+    unit = UnitRecord("p=1", {"p": "1"}, f"{data_dir.as_uri()}/p=1", "in", "old", [])
+    journal = Journal.new(data_dir.as_uri(), "db", "t", "r1", "compact", "test", [unit])
+    journal.start(storage)
+    journal._write(storage, {"step": "merged", "unit": 0, "details": {}, "at": 0})
+    with pytest.raises(StorageError, match="does not know .*merged"):
+        Journal.load(storage, journal.directory)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.errors import ConfigError, OperationError
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
 from lakekeeper_dagster.engine.ops.compaction import CompactionOptions, compact_table
@@ -87,5 +87,5 @@ def test_cleanup_older_than_and_dry_run(spark, database, data_dir):
     assert "deleted" in line
     assert find_backups(spark, database, table) == [] and not hidden_dirs(data_dir.parent)
     assert len(rows_of(spark, table)) == 200
-    with pytest.raises(OperationError, match="not a duration"):
+    with pytest.raises(ConfigError, match="not a duration"):
         parse_duration("seven days")

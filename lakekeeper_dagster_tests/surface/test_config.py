@@ -112,6 +112,9 @@ def test_the_generated_template_holds_exactly_the_defaults(monkeypatch):
     monkeypatch.delenv("LAKEKEEPER_METASTORE_URI", raising=False)
     config = parse_config(yaml.safe_load(config_template()), "template")
     assert config.model_dump() == LakekeeperConfig().model_dump()
+    # Strings are quoted, so editing the cron to `*/15 * * * *` keeps it a string (unquoted, YAML reads an alias).
+    edited = config_template().replace('"0 * * * *"', '"*/15 * * * *"')
+    assert parse_config(yaml.safe_load(edited), "template").observation.cron_schedule == "*/15 * * * *"
 
 
 def test_every_key_is_described_and_in_the_template():

@@ -148,37 +148,16 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
     home.mkdir()
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(partitions_def_name(database, "cli"), ["date=2024-01-02"])
-    repo = REPO
-    env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(repo)}
+    env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("LAKEKEEPER_METASTORE_URI", None)
-    dagster = [sys.executable, "-m", "dagster"]
-    validate = subprocess.run(
-        [*dagster, "definitions", "validate", "-m", "lakekeeper_dagster.definitions"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    def dagster(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "dagster", *args, "-m", "lakekeeper_dagster.definitions"]
+        return subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    validate = dagster("definitions", "validate")
     assert validate.returncode == 0, validate.stderr[-3000:]
-    run = subprocess.run(
-        [
-            *dagster,
-            "asset",
-            "materialize",
-            "-m",
-            "lakekeeper_dagster.definitions",
-            "--select",
-            f"hive/{database}/cli",
-            "--partition",
-            "date=2024-01-02",
-        ],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = dagster("asset", "materialize", "--select", f"hive/{database}/cli", "--partition", "date=2024-01-02")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "row_count_preserved' on " in run.stderr and "passed" in run.stderr
     assert len(data_files(data_dir / "date=2024-01-02")) == 1

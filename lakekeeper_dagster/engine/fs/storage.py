@@ -173,12 +173,12 @@ class Storage:
         try:
             self._context(source).rename(src, dst, self._no_overwrite)
         except Exception as error:  # py4j wraps the Java exception; name the cause in our words
-            cause = (java_messages(error) or [str(error)])[0]
+            cause = (java_messages(error) or [str(error)])[0].splitlines()[0]
             if is_java_error(error, "FileAlreadyExistsException") or self.exists(target):
                 raise StorageError(f"refusing to rename {source} onto {target}: the target already exists") from None
             if not self.exists(source):
                 raise StorageError(f"cannot rename {source}: it does not exist") from None
-            raise StorageError(f"rename of {source} to {target} failed: {cause.splitlines()[0]}") from None
+            raise StorageError(f"rename of {source} to {target} failed: {cause}") from None
 
     rename_file = rename_strict
 

@@ -155,16 +155,22 @@ class Journal:
                     raise StorageError(f"journal record {child(directory, name)} is corrupt") from None
         if not records or records[0].get("step") != RunStep.PLAN:
             raise StorageError(f"journal {directory} has no plan record")
-        plan = records[0]["plan"]
-        units = [UnitRecord(**u) for u in plan.pop("units")]
-        journal = cls(directory=directory, units=units, **plan)
-        journal.next_seq = int(sorted(names)[-1][:5]) + 1
-        for entry in records[1:]:
-            if "units" in entry:
-                for i, details in entry["units"].items():
-                    journal._apply(entry["step"], int(i), details)
-            else:
-                journal._apply(entry["step"], entry.get("unit"), entry.get("details", {}))
+        try:
+            plan = records[0]["plan"]
+            units = [UnitRecord(**u) for u in plan.pop("units")]
+            journal = cls(directory=directory, units=units, **plan)
+            journal.next_seq = int(sorted(names)[-1][:5]) + 1
+            for entry in records[1:]:
+                if "units" in entry:
+                    for i, details in entry["units"].items():
+                        journal._apply(entry["step"], int(i), details)
+                else:
+                    journal._apply(entry["step"], entry.get("unit"), entry.get("details", {}))
+        except ValueError as error:  # a state or run kind this version does not know
+            raise StorageError(
+                f"journal {directory} holds a step this version of lakekeeper-dagster does not know ({error}); "
+                "recover it with the version that wrote it. Nothing was changed."
+            ) from None
         return journal
 
 
