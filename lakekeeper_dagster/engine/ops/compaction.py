@@ -74,6 +74,7 @@ def _journal(info: TableInfo, options: CompactionOptions, run_id: str, work: lis
             retired=sibling(plan.location, "old", run_id),
             known=[f.name for f in entries.files],
             target_files=plan.target_files,
+            snapshot={f.name: [f.size, f.modification_time] for f in entries.files},
         )
         for plan, entries, unit in work
     ]

@@ -43,7 +43,9 @@ class UnitRecord:
     """One unit of a run: a partition (or a whole unpartitioned table) and the directories of its swap.
 
     The swap moves `live` to `retired` and `incoming` to `live`; files found in the retired directory that are not
-    in `known` arrived after the snapshot and are carried over into the new live directory exactly once.
+    in `known` arrived after the snapshot and are carried over into the new live directory exactly once. `snapshot`
+    holds each known file's `[size, modification time (ms)]`, so a file rewritten under the same name is told apart
+    (empty in journals written before it was recorded).
     """
 
     partition: str | None
@@ -53,6 +55,7 @@ class UnitRecord:
     retired: str
     known: list[str]
     target_files: int = 0
+    snapshot: dict[str, list[int]] = field(default_factory=dict)
     state: UnitState = UnitState.PLANNED
     details: dict = field(default_factory=dict)
 
