@@ -10,8 +10,9 @@ from pathlib import Path
 
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_tables import create_demo_tables
-from lakekeeper_dagster.engine.errors import ConfigError, LakekeeperError
-from lakekeeper_dagster.engine.hive.model import split_table_name
+from lakekeeper_dagster.engine.errors import CatalogError, ConfigError, LakekeeperError
+from lakekeeper_dagster.engine.hive.catalog import table_exists
+from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name, validated_partition
 from lakekeeper_dagster.engine.hive.selection import resolve_tables
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
@@ -22,10 +23,23 @@ from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from spark_resources.errors import MetastoreError, ResourceError
+from spark_resources.kerberos import check_credentials
 from spark_resources.metastore import MetastoreServer, parse_thrift_uri, port_is_open
 from spark_resources.session import start_spark_session
 
 USER_ERRORS = (LakekeeperError, ResourceError)  # the engine's and the resource layer's: a message, not a traceback
+# Exit 2: the run could not start as asked (flags, config, a missing database/table/partition, metastore or Kerberos
+# set-up); nothing was done for what it names. Exit 1: an operation was refused or failed. See README "Command line".
+BAD_INPUT = (ConfigError, CatalogError, ResourceError)
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+# Flags that name one thing: an empty, blank or padded value is refused before anything starts.
+NAME_FLAGS = {
+    "config_file": "--config-file",
+    "database": "--database",
+    "backup": "--backup",
+    "output": "--output",
+    "dagster_home": "--dagster-home",
+}
 
 
 def metastore_server(config: LakekeeperConfig) -> MetastoreServer:
@@ -34,8 +48,8 @@ def metastore_server(config: LakekeeperConfig) -> MetastoreServer:
 
 def open_spark(config: LakekeeperConfig):
     """Spark session for the CLI, after checking the metastore answers (a clear error instead of retries)."""
-    host, port = parse_thrift_uri(config.metastore.uri)
-    if not port_is_open(host, port):
+    check_credentials(config.spark_submit.principal, config.spark_submit.keytab)
+    if not any(port_is_open(*parse_thrift_uri(uri)) for uri in config.metastore.uri.split(",")):
         raise MetastoreError(
             f"the Hive Metastore at {config.metastore.uri} is not reachable. Start the local one with "
             "`lakekeeper-dagster metastore start`, or point metastore.uri / LAKEKEEPER_METASTORE_URI at yours."
@@ -56,18 +70,50 @@ def _threshold_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size-statistic", choices=["average", "median"])
 
 
+def check_flags(args: argparse.Namespace) -> None:
+    """Refuse bad flag values before the metastore or Spark is touched: an empty, blank or padded name, a name with
+    control characters, a malformed DB.TABLE, partition name or age (an unset shell variable must not select
+    everything)."""
+    for attr, flag in NAME_FLAGS.items():
+        if getattr(args, attr, None) is not None:
+            validated_name(getattr(args, attr), flag)
+    if getattr(args, "table", None) is not None:
+        split_table_name(args.table, "--table")
+    if getattr(args, "tables", None) is not None:
+        for name in validated_name(args.tables, "--tables").split(","):
+            split_table_name(name, "an entry of --tables")
+    if getattr(args, "partition", None) is not None:
+        validated_partition(args.partition, "--partition")
+    if getattr(args, "sort_columns", None) is not None:
+        for column in validated_name(args.sort_columns, "--sort-columns").split(","):
+            validated_name(column, "a column of --sort-columns")
+    if getattr(args, "older_than", None) is not None:
+        parse_duration(args.older_than, "--older-than")
+
+
 def _selected_tables(args: argparse.Namespace) -> list[str] | None:
-    if args.table:
+    if getattr(args, "table", None) is not None:
         return [args.table]
-    if args.tables:
-        return [t for t in args.tables.split(",") if t.strip()]
+    if getattr(args, "tables", None) is not None:
+        return args.tables.split(",")
     return None
 
 
 def spark_and_tables(args: argparse.Namespace, config: LakekeeperConfig, verb: str):
-    """A Spark session and the (db, table) pairs the flags name, else the ones the config manages."""
+    """A Spark session and the (db, table) pairs the flags name, else the ones the config manages.
+
+    A table named on the command line that does not exist refuses the whole command (CatalogError, exit 2) before
+    anything is done.
+    """
     spark = open_spark(config)
-    pairs = resolve_tables(spark, config.tables, args.database, _selected_tables(args))
+    named = _selected_tables(args)
+    pairs = resolve_tables(spark, config.tables, args.database, named)
+    missing = [f"{d}.{t}" for d, t in pairs if not table_exists(spark, d, t)] if named is not None else []
+    if missing:
+        raise CatalogError(
+            f"table {', '.join(missing)} does not exist in the metastore (named by --table/--tables); check the "
+            f"name (`SHOW TABLES IN {missing[0].split('.')[0]}`). Nothing was done"
+        )
     if not pairs:
         raise ConfigError(f"no tables to {verb}: pass --database/--table/--tables or set `tables:` in the config")
     return spark, pairs
@@ -98,12 +144,16 @@ def cmd_generate_config(args: argparse.Namespace, config: LakekeeperConfig) -> i
 
 def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     spark, pairs = spark_and_tables(args, config, "analyze")
+    missing = [f"{d}.{t}" for d, t in pairs if not table_exists(spark, d, t)]  # managed by the config, yet gone
     plans = analyze_tables(spark, pairs, config.thresholds())
     if args.json:
         print(json.dumps([p.to_dict() for p in plans], indent=2))
     else:
         print(render_report(plans))
-    return 0
+    if missing:
+        print(f"error: table {', '.join(missing)} does not exist in the metastore (from the config)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
 
 
 def render_results(results) -> str:
@@ -124,17 +174,17 @@ def render_results(results) -> str:
 
 
 def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    if args.partition and not args.table:
+    if args.partition is not None and args.table is None:
         raise ConfigError("--partition goes with --table DB.TABLE")
-    if args.sort_columns and not args.table:
+    if args.sort_columns is not None and args.table is None:
         raise ConfigError("--sort-columns goes with a single --table (use sort_columns in the config for several)")
     spark, pairs = spark_and_tables(args, config, "compact")
     if config.dry_run:
         print(render_report(analyze_tables(spark, pairs, config.thresholds())))
         print("dry run: nothing was changed")
         return 0
-    sort = [c.strip() for c in args.sort_columns.split(",") if c.strip()] if args.sort_columns else None
-    failed = False
+    sort = args.sort_columns.split(",") if args.sort_columns is not None else None
+    codes = {EXIT_OK}
     for database, table in pairs:
         name = f"{database}.{table}"
         try:
@@ -143,19 +193,25 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
                 database,
                 table,
                 config.compaction_options(database, table, owner=run_owner(None), sort_columns=sort, force=args.force),
-                [args.partition] if args.partition else None,
+                [args.partition] if args.partition is not None else None,
             )
         except USER_ERRORS as error:
             print(f"{name}: REFUSED: {error}", flush=True)
-            failed = True
+            codes.add(EXIT_BAD_INPUT if isinstance(error, BAD_INPUT) else EXIT_FAILED)
             continue
         print(render_results(results) or f"{name}: nothing to compact", flush=True)
-        failed |= any(r.status == UnitStatus.FAILED for r in results)
-    return 1 if failed else 0
+        codes.add(EXIT_FAILED if any(r.status == UnitStatus.FAILED for r in results) else EXIT_OK)
+    return exit_code(codes)
+
+
+def exit_code(codes: set[int]) -> int:
+    """A multi-table run's status: 1 when any table was refused or any partition failed (it needs looking at),
+    else 2 when a table or partition was missing, else 0."""
+    return EXIT_FAILED if EXIT_FAILED in codes else max(codes)
 
 
 def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    database, table = split_table_name(args.table)
+    database, table = split_table_name(args.table, "--table")
     spark = open_spark(config)
     for line in rollback_table(spark, database, table, args.partition, args.backup, owner=run_owner(None)):
         print(line)
@@ -163,7 +219,7 @@ def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    older = parse_duration(args.older_than) if args.older_than else None
+    older = parse_duration(args.older_than) if args.older_than is not None else None
     spark = open_spark(config)
     if not args.dry_run:
         print(
@@ -281,13 +337,17 @@ def config_from_args(args: argparse.Namespace) -> LakekeeperConfig:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_flags(args)
         config = config_from_args(args)
         logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("py4j").setLevel(logging.WARNING)
         return args.func(args, config)
+    except BAD_INPUT as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

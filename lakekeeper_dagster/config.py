@@ -138,7 +138,10 @@ def parse_config(data: dict[str, Any], source: str) -> LakekeeperConfig:
         raise ConfigError(_format_errors(error, source)) from None
     env_uri = os.environ.get("LAKEKEEPER_METASTORE_URI")
     if env_uri:
-        config.metastore.uri = env_uri
+        try:
+            config.metastore.uri = env_uri
+        except ValidationError as error:
+            raise ConfigError(_format_errors(error, "LAKEKEEPER_METASTORE_URI")) from None
     return config
 
 
@@ -152,8 +155,21 @@ def load_config(explicit: str | None = None) -> LakekeeperConfig:
         if asked:
             raise ConfigError(f"config file {path} does not exist (from --config-file or LAKEKEEPER_CONFIG)")
         return parse_config({}, "defaults")
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; pass the YAML file itself (--config-file)")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text(encoding="utf-8")
+    except PermissionError:
+        raise ConfigError(
+            f"config file {path} is not readable by this user (uid {os.getuid()}); fix its mode or owner, or pass "
+            "another file with --config-file"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not a text (UTF-8 YAML) file; pass the YAML config") from None
+    except OSError as error:
+        raise ConfigError(f"config file {path} cannot be read ({error.strerror}); pass a readable YAML file") from None
+    try:
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
     if not isinstance(data, dict):

@@ -84,6 +84,21 @@ def check_keytab(principal: str, keytab: str) -> None:
         )
 
 
+def check_credentials(principal: str | None, keytab: str | None) -> None:
+    """Before any JVM starts: neither a principal nor a keytab (no Kerberos), or both, with a keytab holding the
+    principal. Half a pair is refused: Spark would silently run without Kerberos."""
+    if not principal and not keytab:
+        return
+    if not principal or not keytab:
+        given, missing = ("keytab", "principal") if keytab else ("principal", "keytab")
+        raise KerberosError(
+            f"spark_submit.{given} is set but spark_submit.{missing} is not: the run would go on without Kerberos. "
+            f"Set spark_submit.{missing} too (or remove spark_submit.{given} on a cluster without Kerberos). "
+            "Nothing was done."
+        )
+    check_keytab(principal, keytab)
+
+
 # (substring of a MIT or Java Kerberos error, message) — first match wins; {p}, {k}, {c}, {realm} are filled in.
 _DIAGNOSES: list[tuple[tuple[str, ...], str]] = [
     (

@@ -47,10 +47,15 @@ def java_executable() -> str:
 
 def parse_thrift_uri(uri: str) -> tuple[str, int]:
     """Split `thrift://host:port` into host and port, with a clear error otherwise."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "thrift" or not parsed.hostname or not parsed.port:
-        raise MetastoreError(f"metastore URI {uri!r} is not of the form thrift://HOST:PORT")
-    return parsed.hostname, parsed.port
+    form = f"metastore URI {uri!r} is not of the form thrift://HOST:PORT (PORT a number from 1 to 65535)"
+    try:
+        parsed = urlparse(uri)
+        port = parsed.port  # ValueError for a port that is not a number or out of range
+    except ValueError:
+        raise MetastoreError(f"{form}; set metastore.uri or LAKEKEEPER_METASTORE_URI to e.g. {DEFAULT_URI}") from None
+    if parsed.scheme != "thrift" or not parsed.hostname or not port or uri != uri.strip():
+        raise MetastoreError(f"{form}; set metastore.uri or LAKEKEEPER_METASTORE_URI to e.g. {DEFAULT_URI}")
+    return parsed.hostname, port
 
 
 def port_is_open(host: str, port: int, timeout: float = 0.5) -> bool:

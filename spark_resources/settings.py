@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from spark_resources.metastore import DEFAULT_URI
+from spark_resources.errors import MetastoreError
+from spark_resources.metastore import DEFAULT_URI, parse_thrift_uri
 
 
 class SparkSubmitSettings(BaseModel):
@@ -64,6 +65,17 @@ class MetastoreSettings(BaseModel):
     warehouse_dir: str | None = Field(
         default=None, description="Spark's warehouse directory; default: <home>/warehouse."
     )
+
+    @field_validator("uri")
+    @classmethod
+    def _thrift_uri(cls, uri: str) -> str:
+        """One thrift://HOST:PORT, or several separated by commas (metastores in high availability)."""
+        try:
+            for one in uri.split(","):
+                parse_thrift_uri(one)
+        except MetastoreError as error:  # pydantic reports a ValueError as the key's error
+            raise ValueError(str(error)) from None
+        return uri
 
     def resolved_warehouse_dir(self) -> str:
         """The warehouse directory as a URI (defaults to `<home>/warehouse`)."""

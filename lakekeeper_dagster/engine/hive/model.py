@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lakekeeper_dagster.engine.errors import CatalogError
+from lakekeeper_dagster.engine.errors import ConfigError
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -59,11 +59,44 @@ class Column:
     nullable: bool = True
 
 
-def split_table_name(name: str) -> tuple[str, str]:
-    """`db.table` -> (db, table), with a clear error for anything else."""
-    parts = name.strip().split(".")
-    if len(parts) != 2 or not all(parts):
-        raise CatalogError(f"table name {name!r} must be of the form DATABASE.TABLE")
+def validated_name(value: str, what: str) -> str:
+    """`value` unchanged when it is a usable name or partition spec, else a ConfigError naming `what` (the flag or
+    setting) and the value: empty, blank, surrounding whitespace and control characters are refused, never trimmed
+    (an empty value would select everything; a trimmed one would name something else than what was typed)."""
+    if not isinstance(value, str) or not value or not value.strip():
+        raise ConfigError(
+            f"{what} is empty ({value!r}): give a value (an unset shell variable expands to '', which must not "
+            "select everything). Nothing was done"
+        )
+    if value != value.strip():
+        raise ConfigError(
+            f"{what} {value!r} has leading or trailing whitespace; pass the value exactly, without it. Nothing was done"
+        )
+    bad = sorted({c for c in value if ord(c) < 0x20 or ord(c) == 0x7F})
+    if bad:
+        raise ConfigError(
+            f"{what} {value!r} contains control character(s) {', '.join(repr(c) for c in bad)}; pass the value "
+            "without them. Nothing was done"
+        )
+    return value
+
+
+def validated_partition(value: str, what: str = "--partition") -> str:
+    """A Hive partition name (`date=2024-01-01/ref=FR`): a usable name whose every `/` part is `column=value`."""
+    validated_name(value, what)
+    if any(not column or not sep for column, sep, _ in (part.partition("=") for part in value.split("/"))):
+        raise ConfigError(
+            f"{what} {value!r} is not a Hive partition name like date=2024-01-01/ref=FR (COLUMN=VALUE parts "
+            "joined by /). Nothing was done"
+        )
+    return value
+
+
+def split_table_name(name: str, what: str = "table name") -> tuple[str, str]:
+    """`db.table` -> (db, table), with a clear error for anything else (nothing is trimmed)."""
+    parts = validated_name(name, what).split(".")
+    if len(parts) != 2 or not all(p and p == p.strip() for p in parts):
+        raise ConfigError(f"{what} {name!r} must be of the form DATABASE.TABLE. Nothing was done")
     return parts[0], parts[1]
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import fnmatch
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.catalog import list_tables
-from lakekeeper_dagster.engine.hive.model import split_table_name
+from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,6 +31,21 @@ class TableSelection(BaseModel):
         default_factory=list, description="Glob patterns on DB.TABLE that leave a database's table out."
     )
 
+    @field_validator("databases", "tables", "include", "exclude")
+    @classmethod
+    def _usable_names(cls, values: list[str]) -> list[str]:
+        """An empty or blank entry would select nothing or everything: refused, never trimmed."""
+        for value in values:
+            validated_name(value, "entry")
+        return values
+
+    @field_validator("tables")
+    @classmethod
+    def _qualified(cls, values: list[str]) -> list[str]:
+        for value in values:
+            split_table_name(value, "entry")
+        return values
+
     def matches(self, database: str, table: str) -> bool:
         """True when `database.table` passes the include and exclude patterns."""
         name = f"{database}.{table}".lower()
@@ -43,11 +59,16 @@ def resolve_tables(
     database: str | None = None,
     tables: list[str] | None = None,
 ) -> list[tuple[str, str]]:
-    """The (db, table) pairs named on the command line, or else the ones the selection manages."""
-    if tables:
-        return [split_table_name(t) for t in tables]
-    if database:
-        return [(database, t) for t in list_tables(spark, database)]
+    """The (db, table) pairs named on the command line (or run config), or else the ones the selection manages.
+
+    A name given but empty or blank is refused (ConfigError), never read as "not given": it would select everything.
+    """
+    if tables is not None:
+        if not tables:
+            raise ConfigError("the list of tables is empty: name at least one DB.TABLE. Nothing was done")
+        return [split_table_name(t, "table") for t in tables]
+    if database is not None:
+        return [(database, t) for t in list_tables(spark, validated_name(database, "database"))]
     pairs = [split_table_name(t) for t in selection.tables]
     for db in selection.databases:
         pairs += [(db, t) for t in list_tables(spark, db) if selection.matches(db, t)]

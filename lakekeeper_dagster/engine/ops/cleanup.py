@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.hive import backup as backups
-from lakekeeper_dagster.engine.hive.model import split_table_name
+from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name
 from lakekeeper_dagster.engine.protocol.journal import HIDDEN_PREFIX, Journal, new_run_id
 from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.statuses import UnitState
@@ -19,15 +19,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_DURATION = re.compile(r"([0-9]+)([smhdw])\Z")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str) -> int:
-    """`7d`, `12h`, `30m`, `45s`, `2w` -> seconds, with a clear error otherwise."""
-    match = _DURATION.match(text or "")
+def parse_duration(text: str, what: str = "--older-than") -> int:
+    """`7d`, `12h`, `30m`, `45s`, `2w` -> seconds; anything else (empty, blank, spaces, a newline) is a ConfigError
+    naming `what`: an age that is not given exactly must never widen a cleanup to every backup."""
+    match = _DURATION.match(validated_name(text, what))
     if not match:
-        raise ConfigError(f"--older-than {text!r} is not a duration like 7d, 12h, 30m or 2w")
+        raise ConfigError(f"{what} {text!r} is not a duration like 7d, 12h, 30m or 2w. Nothing was done")
     return int(match.group(1)) * _SECONDS[match.group(2)]
 
 
