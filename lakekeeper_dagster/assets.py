@@ -4,7 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
-from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo, validated_partition
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.statuses import UnitStatus
@@ -97,6 +97,16 @@ def check_results(key: dg.AssetKey, results: list[UnitResult]) -> list[dg.AssetC
     ]
 
 
+def check_partitions(config: CompactConfig, info: TableInfo) -> None:
+    """Refuse, before anything starts, run-config partitions that are empty, blank or malformed (an empty name must
+    never widen a run), or given for a table that has no partitions."""
+    with engine_failures():
+        for name in config.partitions:
+            validated_partition(name, "an entry of config.partitions")
+    if config.partitions and not info.is_partitioned:
+        raise dg.Failure(description=f"config.partitions is set but {info.qualified_name} has no partitions; remove it")
+
+
 def run_units(context: dg.AssetExecutionContext, config: CompactConfig, info: TableInfo) -> list[str]:
     """The partitions this run compacts: the run's partitions, narrowed to `config.partitions` when given."""
     keys = list(context.partition_keys)
@@ -131,6 +141,7 @@ def build_table_asset(
         ],
     )
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
+        check_partitions(config, info)
         options = settings.compaction_options(
             info.database,
             info.name,

@@ -5,7 +5,7 @@ from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.catalog import list_partitions
-from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name, validated_name, validated_partition
 from lakekeeper_dagster.engine.hive.selection import resolve_tables
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
@@ -20,15 +20,37 @@ from spark_resources.resource import HiveSparkResource
 TABLE_PATTERN = r"^[^.\s]+\.[^.\s]+$"
 
 
+# The launchpad's values are checked inside the op, under engine_failures: a pydantic pattern or validator on a
+# dg.Config fails the step with a stack trace, a ConfigError fails it with its message. A value given but empty is
+# refused (it would select everything), never read as "not given".
+
+
 class AnalyzeConfig(dg.Config):
-    database: str | None = None
-    tables: list[str] = []
+    database: str | None = Field(default=None, description="every table of this database")
+    tables: list[str] = Field(default=[], description="these DB.TABLE names; empty: the managed tables")
+
+    def selection(self) -> tuple[str | None, list[str] | None]:
+        """(database, tables) as resolve_tables takes them; ConfigError for an empty or malformed value."""
+        if self.database is not None:
+            validated_name(self.database, "config.database")
+        for name in self.tables:
+            split_table_name(name, "an entry of config.tables")
+        return self.database, self.tables or None
 
 
 class RollbackConfig(dg.Config):
-    table: str = Field(pattern=TABLE_PATTERN, description="DB.TABLE to restore")
+    table: str = Field(description="DB.TABLE to restore")
     partition: str | None = Field(default=None, description="only this Hive partition, e.g. date=2024-01-01")
     backup: str | None = Field(default=None, description="this backup table (default: the most recent)")
+
+    def target(self) -> tuple[str, str, str | None, str | None]:
+        """(database, table, partition, backup); ConfigError for an empty or malformed value."""
+        database, table = split_table_name(self.table, "config.table")
+        if self.partition is not None:
+            validated_partition(self.partition, "config.partition")
+        if self.backup is not None:
+            validated_name(self.backup, "config.backup")
+        return database, table, self.partition, self.backup
 
 
 class CleanupConfig(dg.Config):
@@ -40,8 +62,17 @@ class CleanupConfig(dg.Config):
 
 
 class RecoverConfig(dg.Config):
-    table: str | None = Field(default=None, pattern=TABLE_PATTERN)
-    database: str | None = None
+    table: str | None = Field(default=None, description="DB.TABLE; default: the managed tables")
+    database: str | None = Field(default=None, description="every table of this database")
+
+    def selection(self) -> tuple[str | None, list[str] | None]:
+        """(database, tables) as resolve_tables takes them; ConfigError for an empty or malformed value."""
+        if self.database is not None:
+            validated_name(self.database, "config.database")
+        if self.table is None:
+            return self.database, None
+        split_table_name(self.table, "config.table")
+        return self.database, [self.table]
 
 
 def build_jobs(
@@ -63,8 +94,9 @@ def build_jobs(
     def analyze_op(context: dg.OpExecutionContext, config: AnalyzeConfig, spark: HiveSparkResource) -> None:
         """Log the dry-run report for the selected (or managed) tables."""
         with engine_failures():
+            database, names = config.selection()
             session = spark.spark_session
-            pairs = resolve_tables(session, settings.tables, config.database, config.tables or None)
+            pairs = resolve_tables(session, settings.tables, database, names)
             report = render_report(analyze_tables(session, pairs, settings.thresholds()))
         context.log.info("\n" + report)
 
@@ -72,10 +104,8 @@ def build_jobs(
     def rollback(context: dg.OpExecutionContext, config: RollbackConfig, spark: HiveSparkResource) -> None:
         """Restore the pre-compaction files from a backup (appended files are kept)."""
         with engine_failures():
-            database, table = split_table_name(config.table)
-            lines = rollback_table(
-                spark.spark_session, database, table, config.partition, config.backup, run_owner(context.run_id)
-            )
+            database, table, partition, backup = config.target()
+            lines = rollback_table(spark.spark_session, database, table, partition, backup, run_owner(context.run_id))
         for line in lines:
             context.log.info(line)
 
@@ -101,10 +131,10 @@ def build_jobs(
     @dg.op(name="recover")
     def recover_op(context: dg.OpExecutionContext, config: RecoverConfig, spark: HiveSparkResource) -> None:
         """Finish or undo compactions and rollbacks a crash interrupted."""
-        tables = [config.table] if config.table else None
         with engine_failures():
+            database, tables = config.selection()
             session = spark.spark_session
-            messages = recover(session, resolve_tables(session, settings.tables, config.database, tables))
+            messages = recover(session, resolve_tables(session, settings.tables, database, tables))
         context.log.info("\n".join(messages) or "nothing to recover")
 
     @dg.job(description="Keep each table's dynamic partitions equal to its Hive partitions.")

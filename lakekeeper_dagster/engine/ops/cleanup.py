@@ -28,7 +28,7 @@ def parse_duration(text: str, what: str = "--older-than") -> int:
     naming `what`: an age that is not given exactly must never widen a cleanup to every backup."""
     match = _DURATION.match(validated_name(text, what))
     if not match:
-        raise ConfigError(f"{what} {text!r} is not a duration like 7d, 12h, 30m or 2w. Nothing was done")
+        raise ConfigError(f"{what} {text!r} is not a duration like 7d, 12h, 30m or 2w")
     return int(match.group(1)) * _SECONDS[match.group(2)]
 
 
