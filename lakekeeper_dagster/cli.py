@@ -8,6 +8,9 @@ import logging
 import sys
 from pathlib import Path
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_tables import create_demo_tables
 from lakekeeper_dagster.engine.errors import CatalogError, ConfigError, LakekeeperError
@@ -25,6 +28,7 @@ from lakekeeper_dagster.engine.statuses import UnitStatus
 from spark_resources.errors import MetastoreError, ResourceError
 from spark_resources.kerberos import check_credentials
 from spark_resources.metastore import MetastoreServer, parse_thrift_uri, port_is_open
+from spark_resources.py4j import java_cause
 from spark_resources.session import start_spark_session
 
 USER_ERRORS = (LakekeeperError, ResourceError)  # the engine's and the resource layer's: a message, not a traceback
@@ -347,6 +351,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except (Py4JJavaError, PySparkException) as error:  # e.g. HDFS's AccessControlException: its message, no frames
+        logging.getLogger(__name__).debug("Spark or Hadoop call failed", exc_info=True)
+        print(
+            f"error: a Spark or Hadoop call failed: {java_cause(error)}. Check the permissions of the user running "
+            "lakekeeper on the table's location; `--log-level DEBUG` shows the Java stack. If a compaction was under "
+            "way, `lakekeeper-dagster recover` finishes or undoes it.",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
 
 

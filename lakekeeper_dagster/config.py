@@ -151,18 +151,18 @@ def load_config(explicit: str | None = None) -> LakekeeperConfig:
     A missing default file means defaults; a missing file that was asked for is an error.
     """
     path, asked = config_path(explicit)
-    if not path.exists():
-        if asked:
-            raise ConfigError(f"config file {path} does not exist (from --config-file or LAKEKEEPER_CONFIG)")
-        return parse_config({}, "defaults")
-    if path.is_dir():
-        raise ConfigError(f"config file {path} is a directory; pass the YAML file itself (--config-file)")
     try:
+        if not path.exists():
+            if asked:
+                raise ConfigError(f"config file {path} does not exist (from --config-file or LAKEKEEPER_CONFIG)")
+            return parse_config({}, "defaults")
+        if path.is_dir():
+            raise ConfigError(f"config file {path} is a directory; pass the YAML file itself (--config-file)")
         text = path.read_text(encoding="utf-8")
     except PermissionError:
         raise ConfigError(
-            f"config file {path} is not readable by this user (uid {os.getuid()}); fix its mode or owner, or pass "
-            "another file with --config-file"
+            f"config file {path} is not readable by this user (uid {os.getuid()}); fix the mode or owner of the file "
+            "(or of a directory above it), or pass another file with --config-file"
         ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not a text (UTF-8 YAML) file; pass the YAML config") from None

@@ -120,7 +120,7 @@ def test_compact_rollback_cleanup_through_the_cli(spark, metastore, database, da
     assert rows_of(spark, table) == before
 
     refused = run(["compact", "--table", f"{database}.missing"], tmp_path, metastore.uri)
-    assert refused.returncode == 1 and "does not exist" in refused.stdout
+    assert refused.returncode == 2 and "does not exist" in refused.stderr
 
     assert run(["recover", "--table", table], tmp_path, metastore.uri).stdout.strip() == "nothing to recover"
     back = run(["rollback", "--table", table], tmp_path, metastore.uri)

@@ -151,7 +151,10 @@ class Storage:
 
     def mkdirs(self, location: str) -> None:
         if not self._fs(location).mkdirs(self._path(location)):
-            raise StorageError(f"could not create directory {location}")
+            raise StorageError(
+                f"could not create directory {location}: permission denied or a file in the way; check that the "
+                "user running lakekeeper may write in its parent directory"
+            )
 
     def delete(self, location: str, recursive: bool = True) -> bool:
         """Delete a file or directory; False when it did not exist."""
