@@ -10,7 +10,7 @@ from lakekeeper_dagster.engine.rewrite.footers import LEGACY_DATETIME_KEY, LEGAC
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.engine.test_verification import _on_disk, careless_cluster
 from lakekeeper_dagster_tests.tables import OPTIONS, data_files, make_table, rows_of
-from spark_resources.py4j import hadoop_conf, jvm
+from spark_resources.py4j import gateway, hadoop_conf, jvm
 
 OLD_VALUES = (
     "id",
@@ -149,7 +149,10 @@ def test_orc_format_properties_reach_the_output(spark, database, data_dir):
     try:
         assert reader.getRowIndexStride() == 5000
         rows = reader.rows()
-        blooms = rows.readRowIndex(0, None, None).getBloomFilterIndex()
+        wanted = gateway(spark).new_array(java.boolean, 4)  # the root struct, id, v, n
+        for column in range(4):
+            wanted[column] = True
+        blooms = rows.readRowIndex(0, wanted, wanted).getBloomFilterIndex()
         rows.close()
     finally:
         reader.close()

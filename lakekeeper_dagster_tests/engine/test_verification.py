@@ -110,3 +110,22 @@ def test_undeclared_column_is_dropped_when_configured(spark, database, data_dir,
     assert rows_of(spark, table) == before
     (output,) = data_files(data_dir / "date=2024-01-01")
     assert spark.read.parquet(str(output)).columns == ["id", "v", "n"]
+
+
+def test_input_file_gone_before_the_read_fails_the_unit_even_when_the_session_ignores_missing_files(
+    spark, database, data_dir, monkeypatch
+):
+    table = make_table(spark, database, "ev", data_dir, files=4)
+    files = data_files(data_dir)
+    before = rows_of(spark, table)
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-input-file")  # another writer deletes a file meanwhile
+
+    with careless_cluster(spark, {"spark.sql.files.ignoreMissingFiles": "true"}):
+        (result,) = compact_table(spark, database, "ev", OPTIONS)
+
+    (gone,) = set(files) - set(data_files(data_dir))  # only the deleted one is gone; nothing written, nothing moved
+    assert result.status == UnitStatus.FAILED
+    assert gone.name in result.reason and "the original files are untouched" in result.reason
+    assert hidden_dirs(data_dir) == []
+    monkeypatch.delenv("LAKEKEEPER_FAULT")
+    assert len(rows_of(spark, table)) == len(before) - 50

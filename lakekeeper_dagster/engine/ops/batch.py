@@ -130,6 +130,8 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
         _refuse_undeclared(run, item, footers, label)
         item.encodings = input_encodings(footers, label)
         item.footer_rows = sum(f.rows for f in footers)
+        if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
+            run.storage.delete(paths[0])
         session = isolated_session(run.spark, write_settings(item.encodings))
         codec = choose_codec(run.spark, run.info, item.snapshot.files)
         with run.spark_job(f"{label}: write {unit.target_files} file(s)"):
