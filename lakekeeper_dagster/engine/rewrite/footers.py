@@ -47,8 +47,9 @@ class FileFooter:
 
 def _unreadable(path: str, label: str, error: Exception) -> UnitFailure:
     return UnitFailure(
-        f"{label}: data file {path} cannot be read as its format says (truncated, corrupt or gone?): "
-        f"{java_cause(error)}. Nothing was changed; repair or remove the file, then retry."
+        f"{label}: could not read or write its data: data file {path} cannot be read as its format says "
+        f"(truncated, corrupt or gone?): {java_cause(error)}. Nothing was changed; repair or remove the file, then "
+        "retry."
     )
 
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Parquet as Hive's readers expect it: decimals as fixed-length binaries, lists and maps in the legacy layout.
+# Parquet as Hive's readers expect it (decimals as fixed-length binaries, lists and maps in the legacy layout), where
+# the input files do not say otherwise (`encodings.py` keeps the layout their decimals use).
 HIVE_COMPATIBLE_WRITES = {"spark.sql.parquet.writeLegacyFormat": "true"}
 
 
