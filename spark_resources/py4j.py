@@ -116,3 +116,14 @@ def job_description(spark: SparkSession, description: str):
         yield
     finally:
         context.setLocalProperty(JOB_DESCRIPTION, previous)  # None clears it
+
+
+def isolated_session(spark: SparkSession, settings: dict[str, str]) -> SparkSession:
+    """A clone of `spark` (same SparkContext and catalog, a copy of its SQL settings) with `settings` on top: SQL
+    settings for one operation that neither change the caller's session nor the jobs of its other threads."""
+    from pyspark.sql import SparkSession
+
+    clone = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    for key, value in settings.items():
+        clone.conf.set(key, value)
+    return clone

@@ -3,7 +3,8 @@
 `LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step, or a
 step of the swap: `retired`, `installed_dir`, `installed`);
 `LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries);
-`LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification.
+`LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification;
+`LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.
 Unset (the default), every point is a no-op.
 """
 

@@ -77,6 +77,11 @@ class EngineSettings(StrictModel):
     analyze_after_compaction: bool = Field(
         default=False, description="Refresh the metastore statistics of each compacted partition after the swap."
     )
+    drop_undeclared_columns: bool = Field(
+        default=False,
+        description="Compact a partition whose files hold columns the table does not declare (e.g. removed by "
+        "REPLACE COLUMNS), dropping those columns from the rewritten files; false refuses such a partition.",
+    )
     batching: BatchSettings = Field(
         default_factory=BatchSettings,
         description="How a compaction run batches partitions (concurrent writes, one verification job per batch).",
@@ -116,4 +121,5 @@ class EngineSettings(StrictModel):
             backup_prefix=self.backup_prefix,
             owner=owner,
             batching=self.batching_rule(),
+            drop_undeclared_columns=self.drop_undeclared_columns,
         )

@@ -272,9 +272,11 @@ def test_statistics_refreshed_when_asked(spark, database, data_dir):
 
 def test_decimals_are_written_as_hive_readers_expect(spark, database, data_dir):
     location = data_dir.as_uri()
+    spark.conf.set("spark.sql.parquet.writeLegacyFormat", "true")  # Hive's layout in, Hive's layout out
     spark.range(0, 60, numPartitions=4).selectExpr("id", "cast(id / 7 AS decimal(10,2)) AS price").write.mode(
         "append"
     ).parquet(location)
+    spark.conf.unset("spark.sql.parquet.writeLegacyFormat")
     spark.sql(
         f"CREATE EXTERNAL TABLE {database}.dec (id BIGINT, price DECIMAL(10,2)) STORED AS PARQUET LOCATION '{location}'"
     )

@@ -25,6 +25,13 @@ from lakekeeper_dagster.engine.protocol.commit import commit_swapped, swap_unit
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
+from lakekeeper_dagster.engine.rewrite.encodings import (
+    READER_SETTINGS,
+    changed_encodings,
+    format_options,
+    input_encodings,
+    write_settings,
+)
 from lakekeeper_dagster.engine.rewrite.fingerprint import (
     Fingerprint,
     combine,
@@ -32,9 +39,10 @@ from lakekeeper_dagster.engine.rewrite.fingerprint import (
     from_observation,
     observed,
 )
-from lakekeeper_dagster.engine.rewrite.schema import HIVE_COMPATIBLE_WRITES, arrange, read_files
+from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, undeclared_columns
 from lakekeeper_dagster.engine.statuses import RunStep, UnitState, UnitStatus
-from spark_resources.py4j import java_cause, job_description, session_conf
+from spark_resources.py4j import isolated_session, java_cause, job_description
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,52 +92,92 @@ class BatchItem:
     snapshot: DirEntries
     result: UnitResult
     before: Fingerprint | None = None
+    footer_rows: int = 0  # the input's rows as its files' own metadata count them
+    encodings: dict | None = None  # what the input files use and the output keeps (`rewrite/encodings.py`)
     failure: str | None = None
+
+
+def _refuse_undeclared(run: CompactionRun, item: BatchItem, footers: list, label: str) -> None:
+    """Refuse files with columns the table does not declare, unless the run is set to drop them (then say so)."""
+    extra = undeclared_columns(run.info, footers)
+    if not extra:
+        return
+    listed = ", ".join(f"{column} (in {path})" for column, path in sorted(extra.items()))
+    if not run.options.drop_undeclared_columns:
+        raise UnitFailure(
+            f"{label}: its files hold column(s) the table does not declare: {listed}; rewriting would drop them, "
+            "so it is not compacted and nothing was changed. Declare them (ALTER TABLE ... ADD COLUMNS), or set "
+            "drop_undeclared_columns: true to compact dropping them."
+        )
+    item.result.dropped_columns = sorted(extra)
+    log.warning("%s: dropping column(s) the table does not declare (drop_undeclared_columns): %s", label, listed)
 
 
 def _write_unit(run: CompactionRun, item: BatchItem) -> None:
     """Write one compacted unit into its staging directory, its input fingerprint observed in the same pass.
 
+    First the input files' footers: their row count (checked against what Spark reads, so a file the read skips
+    or cuts short fails the unit), their columns (undeclared ones refused) and their encodings, which the write
+    keeps. The write runs in its own clone of the session, under the reader settings and those encodings.
     Runs in a worker thread (several units' Spark jobs at once); a failure is kept on the item, never raised.
     """
     unit = run.journal.units[item.index]
+    label = run.label(unit)
     try:
-        refuse_subdirectories(item.snapshot.directories, run.label(unit))
+        refuse_subdirectories(item.snapshot.directories, label)
+        paths = [f.path for f in item.snapshot.files]
+        footers = read_footers(run.spark, run.info.file_format, paths, label)
+        _refuse_undeclared(run, item, footers, label)
+        item.encodings = input_encodings(footers, label)
+        item.footer_rows = sum(f.rows for f in footers)
+        if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
+            run.storage.delete(paths[0])
+        session = isolated_session(run.spark, write_settings(item.encodings))
         codec = choose_codec(run.spark, run.info, item.snapshot.files)
-        with run.spark_job(f"{run.label(unit)}: write {unit.target_files} file(s)"):
+        with run.spark_job(f"{label}: write {unit.target_files} file(s)"):
             df, observation = observed(
-                read_files(run.spark, run.info, run.schema, [f.path for f in item.snapshot.files]),
-                f"lk-in-{run.journal.run_id}-{item.index}",
+                read_files(session, run.info, run.schema, paths), f"lk-in-{run.journal.run_id}-{item.index}"
             )
             writer = arrange(df, run.sort_columns, unit.target_files).write.mode("errorifexists")
-            writer.format(run.info.file_format).option("compression", codec).save(unit.incoming)
+            writer.format(run.info.file_format).options(**format_options(run.info))
+            writer.option("compression", codec).save(unit.incoming)
         run.storage.delete(child(unit.incoming, "_SUCCESS"))
         if wants("drop-staged-file"):
             run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
         item.before = from_observation(observation)
+        if item.before.rows != item.footer_rows:
+            raise UnitFailure(
+                f"{label}: verification failed: its {len(footers)} file(s) hold {item.footer_rows} rows by their own "
+                f"metadata but Spark read {item.before.rows} (a file skipped or read short); the output was deleted "
+                "and the original files are untouched"
+            )
     except UnitFailure as failure:
         item.failure = str(failure)
     except Exception as error:
         run.storage.delete(unit.incoming)
         item.failure = (
-            f"{run.label(unit)}: could not read or write its data ({java_cause(error)}); the original files are "
+            f"{label}: could not read or write its data ({java_cause(error)}); the original files are "
             "untouched. Check the files of this partition (a corrupt or unreadable file?) and retry."
         )
 
 
 def _stage(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
-    """Write every unit of the batch, `concurrent_jobs` Spark jobs at a time; the ones that wrote."""
+    """Write every unit of the batch, `concurrent_jobs` Spark jobs at a time; the ones that wrote.
+
+    Each writer has its own session clone (`_write_unit`), so no setting of the run's session changes meanwhile.
+    """
     workers = min(run.options.batching.concurrent_jobs, len(items))
-    with (
-        session_conf(run.spark, HIVE_COMPATIBLE_WRITES),  # session-wide, so set once around all the writers
-        ThreadPoolExecutor(workers, thread_name_prefix="lk-write") as pool,
-    ):
+    with ThreadPoolExecutor(workers, thread_name_prefix="lk-write") as pool:
         list(pool.map(lambda item: _write_unit(run, item), items))
     return _drop_failed(run, items)
 
 
 def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
-    """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ."""
+    """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ.
+
+    Besides the fingerprints, each output's footers must count the rows the input's footers counted and keep the
+    input's encodings.
+    """
     if not items:
         return items
     storage, journal = run.storage, run.journal
@@ -138,7 +186,8 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     if len(owner) != sum(len(files) for files in outputs.values()):
         raise OperationError(f"{run.info.qualified_name}: two staged outputs hold files of the same name; retry")
     with run.spark_job(f"{run.info.qualified_name}: verify {len(items)} staged unit(s)"):
-        staged = read_files(run.spark, run.info, run.schema, [journal.units[item.index].incoming for item in items])
+        reader = isolated_session(run.spark, READER_SETTINGS)
+        staged = read_files(reader, run.info, run.schema, [journal.units[item.index].incoming for item in items])
         per_file = fingerprints_by_file(staged, run.schema)
     unknown = sorted(set(per_file) - set(owner))
     if unknown:
@@ -156,12 +205,26 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
             "output": output.to_dict(),
             "output_files": [f.name for f in files],
         }
+        label = run.label(journal.units[item.index])
+        kept = "; the output was deleted and the original files are untouched"
+        try:
+            footers = read_footers(run.spark, run.info.file_format, [f.path for f in files], label)
+        except UnitFailure as failure:
+            item.failure = str(failure)
+            continue
+        changed = changed_encodings(item.encodings, footers)
         if item.before != output:
             item.failure = (
-                f"{run.label(journal.units[item.index])}: verification failed: input {item.before.rows} rows / "
-                f"checksum {item.before.checksum}, output {output.rows} rows / checksum {output.checksum}; the output "
-                "was deleted and the original files are untouched"
+                f"{label}: verification failed: input {item.before.rows} rows / checksum {item.before.checksum}, "
+                f"output {output.rows} rows / checksum {output.checksum}{kept}"
             )
+        elif sum(f.rows for f in footers) != item.footer_rows:
+            item.failure = (
+                f"{label}: verification failed: the input files' metadata count {item.footer_rows} rows, the output "
+                f"files' {sum(f.rows for f in footers)}{kept}"
+            )
+        elif changed:
+            item.failure = f"{label}: verification failed: the output changed the files' encoding ({changed[0]}){kept}"
     journal.record_units(storage, UnitState.WRITTEN, written)
     kill_point(UnitState.WRITTEN)
     return _drop_failed(run, items)

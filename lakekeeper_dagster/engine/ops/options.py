@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
 from lakekeeper_dagster.engine.statuses import UnitStatus
@@ -17,6 +17,7 @@ class CompactionOptions:
     backup_prefix: str = "__bkp"
     owner: str = ""
     batching: Batching = Batching()
+    drop_undeclared_columns: bool = False  # rewrite files holding columns the table does not declare, dropping them
 
 
 @dataclass
@@ -42,6 +43,7 @@ class UnitResult:
     backup_table: str | None = None
     carried_files: int = 0
     run_id: str | None = None
+    dropped_columns: list[str] = field(default_factory=list)  # file columns the table does not declare, dropped
 
     @property
     def row_count_preserved(self) -> bool:

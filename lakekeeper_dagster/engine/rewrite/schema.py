@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.rewrite.footers import FileFooter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -15,7 +17,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Parquet as Hive's readers expect it: decimals as fixed-length binaries, lists and maps in the legacy layout.
+# Parquet as Hive's readers expect it (decimals as fixed-length binaries, lists and maps in the legacy layout), where
+# the input files do not say otherwise (`encodings.py` keeps the layout their decimals use).
 HIVE_COMPATIBLE_WRITES = {"spark.sql.parquet.writeLegacyFormat": "true"}
 
 
@@ -28,8 +31,30 @@ def data_schema(info: TableInfo) -> StructType:
 
 
 def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: list[str]) -> DataFrame:
-    """Exactly these data files, read with the table's schema (columns missing from old files come out null)."""
+    """Exactly these data files, read with the table's schema (columns missing from old files come out null).
+
+    `spark` is the run's reading session (`encodings.READER_SETTINGS`): no file is skipped, names match as in Hive.
+    """
     return spark.read.schema(schema).format(info.file_format).load(paths)
+
+
+def undeclared_columns(info: TableInfo, footers: list[FileFooter]) -> dict[str, str]:
+    """Columns the files hold that the table does not declare (a rewrite would drop them), each with a file.
+
+    Names match as Hive and Spark's reader match them: case-insensitively; ORC files with Hive's positional names
+    (`_col0`, `_col1`...) by position. A partition column stored in the files counts as declared (its value is the
+    directory's).
+    """
+    declared = {c.name.lower() for c in info.data_columns} | {c.lower() for c in info.partition_columns}
+    found: dict[str, str] = {}
+    for footer in footers:
+        if footer.columns and all(re.fullmatch(r"_col\d+", c) for c in footer.columns):
+            extra = footer.columns[len(info.data_columns) :]
+        else:
+            extra = tuple(c for c in footer.columns if c.lower() not in declared)
+        for column in extra:
+            found.setdefault(column, footer.path)
+    return found
 
 
 def resolve_sort_columns(info: TableInfo, requested: tuple[str, ...]) -> tuple[str, ...]:
