@@ -77,6 +77,12 @@ class EngineSettings(StrictModel):
     analyze_after_compaction: bool = Field(
         default=False, description="Refresh the metastore statistics of each compacted partition after the swap."
     )
+    non_atomic_rename_schemes_accepted: list[str] = Field(
+        default_factory=list,
+        description="Filesystem schemes (e.g. [s3a, abfs]) whose locations are compacted although they do not rename "
+        "directories atomically: a crash or a concurrent reader mid-swap can then see a partition half moved. Only "
+        "hdfs, viewfs, webhdfs, swebhdfs and file are compacted without it.",
+    )
     batching: BatchSettings = Field(
         default_factory=BatchSettings,
         description="How a compaction run batches partitions (concurrent writes, one verification job per batch).",
@@ -116,4 +122,5 @@ class EngineSettings(StrictModel):
             backup_prefix=self.backup_prefix,
             owner=owner,
             batching=self.batching_rule(),
+            non_atomic_rename_schemes_accepted=tuple(self.non_atomic_rename_schemes_accepted),
         )

@@ -17,6 +17,7 @@ class CompactionOptions:
     backup_prefix: str = "__bkp"
     owner: str = ""
     batching: Batching = Batching()
+    non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
 
 
 @dataclass
