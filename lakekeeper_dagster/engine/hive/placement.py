@@ -47,7 +47,7 @@ class Placed:
 
 
 def _parts(location: str) -> tuple[str, str, str]:
-    """(scheme, authority, path without trailing slash) of a qualified location."""
+    """(scheme, authority, path without trailing slash) of a qualified location (a Hadoop path: `%` is literal)."""
     parsed = urlsplit(location)
     return parsed.scheme.lower(), parsed.netloc.lower(), parsed.path.rstrip("/") or "/"
 
