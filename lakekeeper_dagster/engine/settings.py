@@ -82,6 +82,12 @@ class EngineSettings(StrictModel):
         description="Compact a partition whose files hold columns the table does not declare (e.g. removed by "
         "REPLACE COLUMNS), dropping those columns from the rewritten files; false refuses such a partition.",
     )
+    non_atomic_rename_schemes_accepted: list[str] = Field(
+        default_factory=list,
+        description="Filesystem schemes (e.g. [s3a, abfs]) whose locations are compacted although they do not rename "
+        "directories atomically: a crash or a concurrent reader mid-swap can then see a partition half moved. Only "
+        "hdfs, viewfs, webhdfs, swebhdfs and file are compacted without it.",
+    )
     batching: BatchSettings = Field(
         default_factory=BatchSettings,
         description="How a compaction run batches partitions (concurrent writes, one verification job per batch).",
@@ -122,4 +128,5 @@ class EngineSettings(StrictModel):
             owner=owner,
             batching=self.batching_rule(),
             drop_undeclared_columns=self.drop_undeclared_columns,
+            non_atomic_rename_schemes_accepted=tuple(self.non_atomic_rename_schemes_accepted),
         )

@@ -149,6 +149,26 @@ class Storage:
             return []
         return sorted(str(s.getPath().getName()) for s in fs.listStatus(path) if bool(s.isDirectory()) == directories)
 
+    def glob(self, pattern: str) -> list[tuple[str, bool, int]]:
+        """(path, is directory, modification time ms) of what a Hadoop glob pattern matches; one listing call."""
+        statuses = self._fs(pattern).globStatus(self._path(pattern))
+        if statuses is None:
+            return []
+        return [(str(s.getPath().toString()), bool(s.isDirectory()), int(s.getModificationTime())) for s in statuses]
+
+    def newest_modification_time(self, location: str, limit: int) -> int | None:
+        """The newest modification time of `location` and the files below it (recursively), or None when more than
+        `limit` files would have to be looked at (the caller cannot tell how recent the newest is)."""
+        fs = self._fs(location)
+        path = self._path(location)
+        newest = int(fs.getFileStatus(path).getModificationTime())
+        files = fs.listFiles(path, True)
+        for _ in range(limit):
+            if not files.hasNext():
+                return newest
+            newest = max(newest, int(files.next().getModificationTime()))
+        return None if files.hasNext() else newest
+
     def mkdirs(self, location: str) -> None:
         if not self._fs(location).mkdirs(self._path(location)):
             raise StorageError(

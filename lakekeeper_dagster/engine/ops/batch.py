@@ -24,6 +24,7 @@ from lakekeeper_dagster.engine.protocol.checks import check_before_swap, refuse_
 from lakekeeper_dagster.engine.protocol.commit import commit_swapped, swap_unit
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
 from lakekeeper_dagster.engine.rewrite.encodings import (
     READER_SETTINGS,
@@ -253,6 +254,7 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     unit = journal.units[item.index]
     label = run.label(unit)
     try:
+        wait_for_writers(storage, run.info.location, unit.live, label)  # root-level staging, in-progress files
         check_before_swap(storage, unit.live, item.snapshot.files, label)
     except UnitFailure as failure:
         item.failure = str(failure)

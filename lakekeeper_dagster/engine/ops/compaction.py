@@ -16,6 +16,7 @@ from lakekeeper_dagster.engine.fs.storage import DirEntries, DirStats, Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
+from lakekeeper_dagster.engine.hive.placement import placement_refusal
 from lakekeeper_dagster.engine.ops.batch import BatchItem, CompactionRun, compact_batch
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
 from lakekeeper_dagster.engine.plan.thresholds import batches
@@ -91,6 +92,10 @@ def compact_table(
     """Compact the partitions of a table that need it (or the named ones); one result per unit."""
     info = load_compactable(spark, database, table)
     storage = Storage(spark)
+    targets = _targets(spark, info, partitions)
+    refused = placement_refusal(spark, storage, info, targets, options.non_atomic_rename_schemes_accepted)
+    if refused:  # before any file is touched: the filesystem may not even be reachable from here
+        raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
     unreachable = OperationError(
         f"table {info.qualified_name}: its location {info.location} is not reachable; check the path and "
         "your permissions"
@@ -98,7 +103,6 @@ def compact_table(
     if not storage.exists(info.location) and not storage.exists(journal_root(info.location)):
         raise unreachable
     sort_columns = resolve_sort_columns(info, options.sort_columns)
-    targets = _targets(spark, info, partitions)
     run_id = new_run_id()
     with exclusive(spark, storage, info, run_id, options.owner) as lease:  # a crashed run may have left it mid-swap
         if not storage.exists(info.location):

@@ -18,6 +18,7 @@ class CompactionOptions:
     owner: str = ""
     batching: Batching = Batching()
     drop_undeclared_columns: bool = False  # rewrite files holding columns the table does not declare, dropping them
+    non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
 
 
 @dataclass
