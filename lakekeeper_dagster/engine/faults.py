@@ -1,8 +1,12 @@
 """Fault injection points, for tests that provoke crashes and corrupt outputs for real.
 
 `LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step, or a
-step of the swap: `retired`, `installed_dir`, `installed`);
-`LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries);
+step of the swap: `retiring` (checks done, right before the retire rename), `retired`, `installed_dir`,
+`installed`);
+`LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries, or
+to let a test change files at that moment), after printing `lakekeeper fault: sleeping at <point>` on stderr;
+`LAKEKEEPER_FAULT=fail@<point>` raises `InjectedFault` at a `fail_point(<point>)` (`attributes`: setting the
+attributes of a staged directory or file fails);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification;
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.
 Unset (the default), every point is a no-op.
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 ENV = "LAKEKEEPER_FAULT"
@@ -23,7 +28,18 @@ def kill_point(point: str) -> None:
     if fault == f"kill@{point}":
         os.kill(os.getpid(), signal.SIGKILL)
     if fault.startswith(f"sleep@{point}:"):
+        print(f"lakekeeper fault: sleeping at {point}", file=sys.stderr, flush=True)
         time.sleep(float(fault.rsplit(":", 1)[1]))
+
+
+class InjectedFault(Exception):
+    """The failure a `fail@<point>` fault raises."""
+
+
+def fail_point(point: str) -> None:
+    """Fail here, like a refused filesystem call, when the environment asks for it."""
+    if os.environ.get(ENV, "") == f"fail@{point}":
+        raise InjectedFault(f"injected failure at {point}")
 
 
 def wants(fault: str) -> bool:

@@ -100,7 +100,7 @@ def test_permissions_are_copied(storage, tmp_path):
     src.mkdir()
     dst.mkdir()
     src.chmod(0o750)
-    storage.copy_permission(src.as_uri(), dst.as_uri())
+    storage.copy_attributes(src.as_uri(), dst.as_uri())
     assert storage.permission(dst.as_uri()) == "750"
 
 

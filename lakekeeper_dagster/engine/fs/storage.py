@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from lakekeeper_dagster.engine import faults
 from lakekeeper_dagster.engine.errors import StorageError
 from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_messages, jvm
 
@@ -73,6 +74,13 @@ def _filesystem_root(location: str) -> str:
     """`scheme://authority` of a location (empty for a path without scheme: the default filesystem)."""
     parsed = urlsplit(location)
     return f"{parsed.scheme}://{parsed.netloc}" if parsed.scheme else ""
+
+
+def _denied(error: BaseException) -> bool:
+    """A permission refusal: HDFS's AccessControlException, or a local `chown` the operating system refused."""
+    return is_java_error(error, "AccessControlException") or any(
+        "not permitted" in line for line in java_messages(error)
+    )
 
 
 class Storage:
@@ -275,22 +283,79 @@ class Storage:
         status = self._fs(location).getFileStatus(self._path(location))
         return str(status.getPermission().toOctal())
 
-    def copy_permission(self, source: str, target: str) -> None:
-        """Give `target` the permission (and ACL entries where supported) of `source`."""
-        fs = self._fs(source)
-        src, dst = self._path(source), self._path(target)
-        fs.setPermission(dst, fs.getFileStatus(src).getPermission())
-        filesystem = _filesystem_root(source)
+    def _full_acl(self, fs, path, status):
+        """The full ACL of a path (base entries from its permission bits, extended and default entries), or None
+        when its filesystem has no ACLs. HDFS's `setAcl` validates a full ACL: the extended entries alone fail."""
+        filesystem = str(fs.getUri().toString())
         if filesystem in self._without_acls:
-            return
+            return None
         try:
-            entries = fs.getAclStatus(src).getEntries()
+            entries = fs.getAclStatus(path).getEntries()
         except Exception as error:  # no ACL support (UnsupportedOperationException), or ACLs off: ask once
             if is_java_error(error, "UnsupportedOperationException") or is_java_error(error, "AclException"):
                 self._without_acls.add(filesystem)
-            return
-        if entries.size() > 0:
-            fs.setAcl(dst, entries)
+                return None
+            raise
+        return self._jvm.org.apache.hadoop.fs.permission.AclUtil.getAclFromPermAndEntries(
+            status.getPermission(), entries
+        )
+
+    def _carry(self, fs, status, acl, target) -> list[str]:
+        """Give `target` the permission, ACL, owner and group of `status` (owner and group where this process may:
+        HDFS lets only a superuser change an owner, and an owner only to a group it belongs to); what was not
+        carried, in words."""
+        faults.fail_point("attributes")
+        fs.setPermission(target, status.getPermission())
+        if acl is not None:
+            fs.setAcl(target, acl)
+        current = fs.getFileStatus(target)
+        owner, group = str(status.getOwner()), str(status.getGroup())
+        if (str(current.getOwner()), str(current.getGroup())) == (owner, group):
+            return []
+        try:
+            fs.setOwner(target, owner, group)
+            return []
+        except Exception as error:
+            if not _denied(error):
+                raise
+        try:
+            fs.setOwner(target, None, group)
+            return [f"owner {owner}"]
+        except Exception:
+            return [f"owner {owner}", f"group {group}"]
+
+    def copy_attributes(self, source: str, target: str) -> list[str]:
+        """Give the directory `target` and every file in it the attributes of `source` and of `source`'s first data
+        file: permission, full ACL (directory's default ACL included), owner and group where allowed.
+
+        Set on a staged directory before it replaces `source`, so readers never see the new files with other
+        rights. Not carried (HDFS keeps them per directory, not per file): quota, storage policy, erasure coding
+        policy. Returns what could not be carried (owner or group), in words.
+        """
+        fs = self._fs(source)
+        src, dst = self._path(source), self._path(target)
+        status = fs.getFileStatus(src)
+        missing = self._carry(fs, status, self._full_acl(fs, src, status), dst)
+        originals = [f for f in fs.listStatus(src) if f.isFile() and not is_hidden(str(f.getPath().getName()))]
+        if originals:
+            model = originals[0]
+            acl = self._full_acl(fs, model.getPath(), model)
+            for staged in fs.listStatus(dst):
+                if staged.isFile():
+                    missing += self._carry(fs, model, acl, staged.getPath())
+        return sorted(set(missing))
+
+    def is_encryption_zone_root(self, location: str) -> bool:
+        """True when `location` is the root of an HDFS encryption zone (never on other filesystems)."""
+        fs = self._fs(location)
+        if str(fs.getScheme()) != "hdfs":
+            return False
+        path = self._path(location)
+        zone = fs.getEZForPath(path)
+        if zone is None:
+            return False
+        bare = self._path_class.getPathWithoutSchemeAndAuthority(fs.makeQualified(path))
+        return str(zone.getPath()).rstrip("/") == str(bare.toString()).rstrip("/")
 
     def move_to_trash(self, location: str) -> bool:
         """Move to the filesystem's Trash when one is configured; False when there is none."""

@@ -21,9 +21,10 @@ from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.engine.protocol.checks import check_before_swap, refuse_subdirectories
-from lakekeeper_dagster.engine.protocol.commit import commit_swapped, swap_unit
+from lakekeeper_dagster.engine.protocol.commit import abort_unit, commit_swapped, swap_unit
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.protocol.swap import SwapAborted
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
 from lakekeeper_dagster.engine.rewrite.encodings import (
@@ -248,7 +249,8 @@ def _back_up(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
 def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     """Check the unit right before its swap (writers done, snapshot intact, lease held), then swap it.
 
-    The late files carried over, or None when the unit was failed by a check (nothing was changed).
+    The late files carried over, or None when the unit was failed by a check: before the swap (nothing was
+    changed), or during it (a file of the snapshot replaced or deleted: the swap was undone, nothing installed).
     """
     storage, journal = run.storage, run.journal
     unit = journal.units[item.index]
@@ -265,6 +267,12 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     kill_point(UnitState.SWAPPING)
     try:
         return swap_unit(storage, journal, item.index)
+    except SwapAborted as undone:
+        item.failure = f"{run.info.qualified_name}{' partition' if unit.spec else ''} {undone}"
+        abort_unit(run.spark, storage, run.info, journal, item.index, item.failure, UnitState.FAILED)
+        item.result.status, item.result.reason = UnitStatus.FAILED, item.failure
+        log.error("%s", item.failure)
+        return None
     except Exception as error:
         raise _interrupted(run, label, error) from error
 

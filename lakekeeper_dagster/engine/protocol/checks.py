@@ -20,10 +20,35 @@ def refuse_subdirectories(directories: list[str], label: str) -> None:
         )
 
 
+def changed_files(snapshot: dict[str, tuple[int, int] | None], files: list[DataFile]) -> list[str]:
+    """Names of the snapshot files that are missing from `files`, or whose size or modification time differ.
+
+    A snapshot entry of None (a journal written before sizes and times were recorded) is compared by name only.
+    Modification time matters: a writer that replaces a file under the same name (`INSERT OVERWRITE` reuses
+    `000000_0`) with the same size is told apart only by it.
+    """
+    now = {f.name: (f.size, f.modification_time) for f in files}
+    return sorted(
+        name
+        for name, recorded in snapshot.items()
+        if name not in now or (recorded is not None and tuple(recorded) != now[name])
+    )
+
+
+def refuse_encryption_zone_root(storage: Storage, live: str, label: str) -> None:
+    """A directory that is an HDFS encryption zone root cannot be renamed away: the swap would fail half-way."""
+    if storage.is_encryption_zone_root(live):
+        raise UnitFailure(
+            f"{label}: its directory {live} is the root of an HDFS encryption zone, which cannot be renamed; "
+            "lakekeeper-dagster cannot swap it. Nothing was changed; exclude it from compaction."
+        )
+
+
 def check_before_swap(
     storage: Storage, live: str, snapshot: list[DataFile], label: str, timeout: float = WRITER_WAIT_SECONDS
 ) -> None:
-    """No writer at work in `live` (waited for), no subdirectories, and every snapshot file still there, unchanged."""
+    """No writer at work in `live` (waited for), no subdirectories, not an encryption zone root, and every snapshot
+    file still there with the same size and modification time."""
     deadline = time.monotonic() + timeout
     entries = storage.list_entries(live)
     while busy := [n for n in entries.directories if is_hidden(n)]:
@@ -37,10 +62,11 @@ def check_before_swap(
         time.sleep(0.5)
         entries = storage.list_entries(live)
     refuse_subdirectories(entries.directories, label)
-    now = {f.name: f.size for f in entries.files}
-    changed = [f.path for f in snapshot if now.get(f.name) != f.size]
+    refuse_encryption_zone_root(storage, live, label)
+    changed = changed_files({f.name: (f.size, f.modification_time) for f in snapshot}, entries.files)
     if changed:
         raise UnitFailure(
-            f"{label}: {len(changed)} of its files were removed or rewritten during compaction (e.g. {changed[0]}); "
-            "another job overwrote it. Nothing was changed; retry when that job is done."
+            f"{label}: {len(changed)} of its files were removed or rewritten during compaction (e.g. "
+            f"{next(f.path for f in snapshot if f.name == changed[0])}); another job overwrote it. Nothing was "
+            "changed; retry when that job is done."
         )

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive import backup as backups
+from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
+from lakekeeper_dagster.engine.hive.stats import set_file_stats
 from lakekeeper_dagster.engine.protocol.journal import Journal
-from lakekeeper_dagster.engine.protocol.swap import finish_swap
+from lakekeeper_dagster.engine.protocol.swap import SwapAborted, finish_swap, restore_retired
 from lakekeeper_dagster.engine.statuses import RunStep, UnitState
 
 if TYPE_CHECKING:
@@ -29,10 +31,31 @@ def refresh(spark: SparkSession, info: TableInfo) -> None:
 
 
 def swap_unit(storage: Storage, journal: Journal, index: int) -> int:
-    """Swap one unit (re-entrant from any point a crash left it at); return the late files carried over."""
-    carried = finish_swap(storage, journal.units[index])
+    """Swap one compaction unit, verified (re-entrant from any point a crash left it at); return the late files
+    carried over. Raises `SwapAborted` once the swap is undone: the caller then calls `abort_unit`."""
+    carried = finish_swap(storage, journal.units[index], verify=True)
     kill_point("installed")
     return carried
+
+
+def abort_unit(
+    spark: SparkSession,
+    storage: Storage,
+    info: TableInfo,
+    journal: Journal,
+    index: int,
+    reason: str,
+    state: UnitState = UnitState.ABORTED,
+) -> None:
+    """Undo a compaction unit that must not be installed (re-entrant): originals back in place if they were retired,
+    staged copy deleted, backup partition dropped, unit journaled `state`. The one path of a run that aborts a swap
+    and of recovery rolling a unit back."""
+    unit = journal.units[index]
+    restore_retired(storage, unit)
+    storage.delete(unit.incoming)
+    if journal.backup_table and unit.spec and table_exists(spark, info.database, journal.backup_table):
+        backups.drop_partition(spark, backups.table_sql(info.database, journal.backup_table), unit.spec)
+    journal.record(storage, state, index, error=reason)
 
 
 def commit_swapped(
@@ -44,7 +67,8 @@ def commit_swapped(
     analyze_stats: bool,
 ) -> None:
     """After the swaps of a batch: point the backup at the retired originals (one metastore call), refresh the
-    table's caches once, refresh statistics, then mark the units committed in one journal record."""
+    table's caches, refresh Spark's statistics when asked, always set each unit's file statistics (numFiles,
+    totalSize) from the files it now holds (one metastore call), then mark the units committed in one record."""
     if not carried:
         return
     units = [journal.units[i] for i in carried]
@@ -54,6 +78,9 @@ def commit_swapped(
         for unit in units:
             clause = f" {partition_clause(unit.spec)}" if unit.spec else ""
             spark.sql(f"ANALYZE TABLE {info.sql_name}{clause} COMPUTE STATISTICS NOSCAN")
+    sizes = [(u.spec, [f.size for f in storage.list_data_files(u.live)]) for u in units]
+    set_file_stats(spark, info, [(spec, len(files), sum(files)) for spec, files in sizes])
+    refresh(spark, info)
     previously = {i: int(journal.units[i].details.get("carried", 0)) for i in carried}
     journal.record_units(storage, UnitState.COMMITTED, {i: {"carried": n + previously[i]} for i, n in carried.items()})
     kill_point(UnitState.COMMITTED)
@@ -61,10 +88,19 @@ def commit_swapped(
 
 def commit_units(
     spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, indices: list[int], analyze_stats: bool
-) -> None:
-    """Finish the swaps of these units (re-entrant) and commit them: what recovery does for a run cut off mid-swap."""
-    carried = {i: swap_unit(storage, journal, i) for i in indices}
+) -> dict[int, str]:
+    """Finish the swaps of these units (re-entrant, verified) and commit them: what recovery does for a run cut off
+    mid-swap. A unit whose snapshot changed (or whose staged data is gone) is rolled back instead: the reasons, by
+    unit index."""
+    carried, aborted = {}, {}
+    for i in indices:
+        try:
+            carried[i] = swap_unit(storage, journal, i)
+        except SwapAborted as undone:
+            aborted[i] = str(undone)
+            abort_unit(spark, storage, info, journal, i, aborted[i])
     commit_swapped(spark, storage, info, journal, carried, analyze_stats)
+    return aborted
 
 
 def finish_run(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:

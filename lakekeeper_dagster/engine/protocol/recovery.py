@@ -13,10 +13,15 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import LeaseHeldError, OperationError
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
-from lakekeeper_dagster.engine.hive import backup as backups
-from lakekeeper_dagster.engine.hive.catalog import read_table, table_exists
+from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.protocol.commit import commit_restored, commit_units, finish_restore, finish_run
+from lakekeeper_dagster.engine.protocol.commit import (
+    abort_unit,
+    commit_restored,
+    commit_units,
+    finish_restore,
+    finish_run,
+)
 from lakekeeper_dagster.engine.protocol.journal import (
     HIDDEN_PREFIX,
     Journal,
@@ -35,13 +40,16 @@ log = logging.getLogger(__name__)
 
 
 def _recover_compaction(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
-    """Roll forward the units whose swap began (all committed together), roll back the others."""
+    """Roll forward the units whose swap began (all committed together) once their snapshot is verified, roll back
+    the others, and those whose snapshot changed since (a writer overwrote the partition meanwhile)."""
     pending = [i for i, u in enumerate(journal.units) if u.state not in TERMINAL]
     forward = [i for i in pending if journal.units[i].state in SWAP_BEGUN]
-    commit_units(spark, storage, info, journal, forward, analyze_stats=False)
+    aborted = commit_units(spark, storage, info, journal, forward, analyze_stats=False)
     messages = []
     for i in pending:
-        if i in forward:
+        if i in aborted:
+            messages.append(f"{aborted[i]} ({Recovery.ROLLED_BACK})")
+        elif i in forward:
             messages.append(f"{journal.units[i].label}: swap finished ({Recovery.ROLLED_FORWARD})")
         else:
             messages.append(_roll_back_compaction_unit(spark, storage, info, journal, i))
@@ -51,11 +59,7 @@ def _recover_compaction(spark: SparkSession, storage: Storage, info: TableInfo, 
 
 def _roll_back_compaction_unit(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
     unit = journal.units[i]
-    storage.delete(unit.incoming)
-    backup_exists = journal.backup_table and table_exists(spark, info.database, journal.backup_table)
-    if backup_exists and unit.spec:
-        backups.drop_partition(spark, backups.table_sql(info.database, journal.backup_table), unit.spec)
-    journal.record(storage, UnitState.ABORTED, i, error="interrupted before the swap; undone by recover")
+    abort_unit(spark, storage, info, journal, i, "interrupted before the swap; undone by recover")
     return f"{unit.label}: interrupted before the swap, temporary data removed ({Recovery.ROLLED_BACK})"
 
 

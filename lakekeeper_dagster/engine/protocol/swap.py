@@ -3,16 +3,30 @@
 `live` moves to `retired`, `incoming` moves to `live`, and data files that arrived in `live` after the snapshot
 (`known` names) are carried into the new `live` exactly once (each by one atomic rename). Every rename refuses to
 land on an existing path, so HDFS never nests a directory inside another.
+
+A compaction unit's swap is verified (`verify=True`): the snapshot is compared (names, sizes, modification times)
+with `live` right before the retire rename and with `retired` right after it, and the staged directory gets the
+originals' attributes before the rename. Whatever differs, or fails, or when the staged data is gone, the swap is
+undone (`restore_retired`) and `SwapAborted` raised: the caller aborts the unit, nothing is installed.
 """
 
 from __future__ import annotations
 
-from lakekeeper_dagster.engine.errors import StorageError
+import logging
+
+from lakekeeper_dagster.engine.errors import StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage, child, is_hidden
+from lakekeeper_dagster.engine.protocol.checks import changed_files
 from lakekeeper_dagster.engine.protocol.journal import UnitRecord
 
 INSTALL_ATTEMPTS = 10
+
+log = logging.getLogger(__name__)
+
+
+class SwapAborted(UnitFailure):
+    """The unit's swap was undone (its originals are live again, as the last writer left them); abort the unit."""
 
 
 def _move_data_files(storage: Storage, source: str, target: str, skip: set[str]) -> int:
@@ -39,17 +53,95 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
     return storage.delete_empty_dir(directory)
 
 
-def finish_swap(storage: Storage, unit: UnitRecord) -> int:
-    """Bring a unit from any point of its swap to the swapped state; return the number of files carried over."""
+def restore_retired(storage: Storage, unit: UnitRecord) -> None:
+    """Put the retired originals back as `live` (re-entrant; nothing to do when they were never retired).
+
+    When a writer re-created `live` meanwhile, each retired file is moved into it by one rename (exactly once, never
+    onto a file of the same name); a name both hold, or a subdirectory, is left in `retired` and reported.
+    """
+    live, retired = unit.live, unit.retired
+    if not storage.exists(retired):
+        return
+    if not storage.exists(live):
+        try:
+            storage.rename_strict(retired, live)
+            return
+        except StorageError:
+            if not storage.exists(live):
+                raise  # not a writer re-creating `live`: a real failure
+    clashes = []
+    for name in storage.list_names(retired, directories=False):
+        if storage.exists(child(live, name)):
+            clashes.append(name)
+        else:
+            storage.rename_file(child(retired, name), child(live, name))
+    if clashes or not storage.delete_empty_dir(retired):
+        raise StorageError(
+            f"cannot put the original files of {live} back: a writer re-created it meanwhile and "
+            f"{', '.join(clashes[:3]) or 'a subdirectory'} exists in both it and {retired}. Nothing was deleted: "
+            f"move the remaining entries of {retired} into {live} by hand, then run `lakekeeper-dagster recover`"
+        )
+
+
+def _snapshot(unit: UnitRecord) -> dict[str, tuple[int, int] | None]:
+    """The unit's snapshot; an old journal without sizes and times is compared by names."""
+    return {name: unit.snapshot.get(name) for name in unit.known}
+
+
+def _abort(storage: Storage, unit: UnitRecord, why: str) -> SwapAborted:
+    restore_retired(storage, unit)
+    return SwapAborted(
+        f"{unit.label}: {why}; the swap was undone, nothing of the compaction was installed and its files are as "
+        "the other job left them"
+    )
+
+
+def _verified(storage: Storage, unit: UnitRecord, directory: str, when: str) -> None:
+    changed = changed_files(_snapshot(unit), storage.list_data_files(directory))
+    if changed:
+        raise _abort(
+            storage,
+            unit,
+            f"{len(changed)} of its files (e.g. {changed[0]}) were removed or rewritten {when}: another job wrote it",
+        )
+
+
+def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> None:
+    """Give the staged data the originals' attributes, then retire `live` (the rename readers see first)."""
+    live, incoming, retired = unit.live, unit.incoming, unit.retired
+    if verify:
+        _verified(storage, unit, live, "since the compaction read it")
+    try:
+        not_carried = storage.copy_attributes(live, incoming)
+    except Exception as error:
+        if not verify:
+            raise
+        raise _abort(storage, unit, f"its attributes could not be given to the new files ({error})") from None
+    if not_carried:
+        log.warning("%s: kept the new files' %s (this process may not change them)", live, ", ".join(not_carried))
+    kill_point("retiring")
+    storage.rename_strict(live, retired)
+    kill_point("retired")
+
+
+def finish_swap(storage: Storage, unit: UnitRecord, verify: bool = False) -> int:
+    """Bring a unit from any point of its swap to the swapped state; return the number of files carried over.
+
+    With `verify` (compaction units), raise `SwapAborted` after undoing the swap when the snapshot changed before or
+    across the retire rename, when the attributes cannot be set, or when the staged data is gone.
+    """
     live, incoming, retired = unit.live, unit.incoming, unit.retired
     carried = 0
     if not storage.exists(retired):
         if not storage.exists(incoming):
+            if verify and storage.exists(live):
+                raise _abort(storage, unit, f"its new data ({incoming}) is gone and the originals were never retired")
             raise StorageError(f"cannot swap {live}: neither the new data ({incoming}) nor the retired data exists")
-        storage.rename_strict(live, retired)
-        kill_point("retired")
+        _retire(storage, unit, verify)
     if storage.exists(incoming):
-        storage.copy_permission(retired, incoming)
+        if verify:
+            # A writer that replaced or deleted a file between the last check and the rename is seen only here.
+            _verified(storage, unit, retired, "while it was being swapped")
         for attempt in range(INSTALL_ATTEMPTS):
             if storage.exists(live):
                 # A writer re-created the live directory after it was retired: its files are late arrivals.
@@ -68,6 +160,11 @@ def finish_swap(storage: Storage, unit: UnitRecord) -> int:
                 "run `lakekeeper-dagster recover` for the table (the new data is still in the staging directory)"
             )
         kill_point("installed_dir")
+    elif verify and not storage.exists(live):
+        # Retired, but the staged data is gone and nothing took the partition's place: the originals go back. (A
+        # `live` that exists is taken as installed: undoing then could bring back rows a later overwrite deleted;
+        # the originals stay in the backup either way.)
+        raise _abort(storage, unit, f"its new data ({incoming}) is gone before it was installed")
     if not storage.exists(live):
         raise StorageError(
             f"cannot finish the swap of {live}: it is missing and neither {incoming} nor {retired} can replace it"
