@@ -148,6 +148,7 @@ def other_tables(spark: SparkSession, info: TableInfo, units: Sequence[Unit]) ->
     """
     catalog = external_catalog(spark)
     java = jvm(spark)
+    hadoop_path = java.org.apache.hadoop.fs.Path  # looked up once: each py4j lookup is a round trip
     names = catalog.listTables(info.database)
     anchors = [info.location] + [u.location for u in units]
     found: list[Placed] = []
@@ -157,7 +158,7 @@ def other_tables(spark: SparkSession, info: TableInfo, units: Sequence[Unit]) ->
         if name == info.name or uri.isEmpty():
             continue
         qualified = f"{info.database}.{name}"
-        root = str(java.org.apache.hadoop.fs.Path(uri.get()).toString())
+        root = str(hadoop_path(uri.get()).toString())
         own_backup = table.properties().get(BACKUP_SOURCE_PROPERTY)
         if own_backup.isEmpty() or str(own_backup.get()) != info.qualified_name:
             found.append(Placed(qualified, None, root))  # a backup of this table is created over its location
@@ -167,7 +168,7 @@ def other_tables(spark: SparkSession, info: TableInfo, units: Sequence[Unit]) ->
         for partition in scala_seq(catalog.listPartitions(info.database, name, java.scala.Option.empty())):
             spec = partition.spec()
             label = partition_name({c: None if spec.apply(c) is None else str(spec.apply(c)) for c in columns})
-            found.append(Placed(qualified, label, str(java.org.apache.hadoop.fs.Path(partition.location()).toString())))
+            found.append(Placed(qualified, label, str(hadoop_path(partition.location()).toString())))
     return found
 
 
