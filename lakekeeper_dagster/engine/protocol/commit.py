@@ -30,6 +30,7 @@ def refresh(spark: SparkSession, info: TableInfo) -> None:
 
 def swap_unit(storage: Storage, journal: Journal, index: int) -> int:
     """Swap one unit (re-entrant from any point a crash left it at); return the late files carried over."""
+    journal.fence(f"the swap of {journal.units[index].label}")
     carried = finish_swap(storage, journal.units[index])
     kill_point("installed")
     return carried
@@ -79,6 +80,7 @@ def finish_run(spark: SparkSession, storage: Storage, info: TableInfo, journal: 
 def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> None:
     """Swap a rollback unit's originals back (re-entrant), drop the compacted copy and the backup's pointer."""
     unit = journal.units[i]
+    journal.fence(f"restoring {unit.label}")
     carried = finish_swap(storage, unit)
     journal.record(storage, UnitState.INSTALLED, i, carried=carried)
     kill_point(UnitState.INSTALLED)
