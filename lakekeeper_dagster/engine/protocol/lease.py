@@ -199,21 +199,26 @@ class TableLease:
     def acquire(self) -> TableLease:
         """Take the lease, taking over a stale one; fail fast naming the holder when it is live."""
         self.storage.mkdirs(self.state_directory)
-        if not self._create(self.location):
-            self._take_over()
+        for _ in range(3):  # a lease released while we judged it: create again
+            if self._create(self.location) or self._take_over():
+                break
+        else:
+            raise self._held("its lease was taken and released repeatedly while this process tried; retry")
         self._read_back()
         self._thread = threading.Thread(target=self._renew, name=f"lease-{self.table}", daemon=True)
         self._thread.start()
         return self
 
-    def _stale_identity(self) -> str:
-        """The token of the stale lease there now (or an identity of an unreadable one); raise when it is live."""
+    def _stale_identity(self) -> str | None:
+        """The token of the stale lease there now (or an identity of an unreadable one); raise when it is live.
+
+        None when the lease is gone meanwhile (its holder released it).
+        """
         holder = self._settled_holder()
         if holder is None:
-            try:
-                modified = self.storage.modification_time(self.location)
-            except Exception:  # gone meanwhile: its holder released it; racing for a fresh create is a retry
-                raise self._held("its lease was released while this process judged it; retry") from None
+            modified = self._modified_or_none()
+            if modified is None:
+                return None
             if not self._expired(self.location):  # unreadable: judged by its age alone, never taken at once
                 raise self._held(
                     f"its lease {self.location} cannot be read (being written, or damaged). Retry; a damaged lease "
@@ -252,9 +257,14 @@ class TableLease:
             raise self._held(busy.format(""))
         return claim
 
-    def _take_over(self) -> None:
-        """Replace the stale lease there by ours, exactly once among all the processes that judged it stale."""
+    def _take_over(self) -> bool:
+        """Replace the stale lease there by ours, exactly once among all the processes that judged it stale.
+
+        False when there was no lease any more (released meanwhile): the caller creates one.
+        """
         stale = self._stale_identity()
+        if stale is None:
+            return False
         kill_point(TAKEOVER_POINT)
         claim = self._claim(stale)
         try:
@@ -270,6 +280,7 @@ class TableLease:
             self.storage.delete(retired)
             if not self._create(self.location):
                 raise self._held("another process took the lease at the same moment; retry")
+            return True
         finally:
             if (claimant := self._owner_of(claim)) is not None and claimant.token == self.me.token:
                 self.storage.delete(claim)
