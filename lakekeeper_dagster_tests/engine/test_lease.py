@@ -14,6 +14,7 @@ import pytest
 from lakekeeper_dagster.engine.errors import LeaseHeldError
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.protocol import lease as lease_module
 from lakekeeper_dagster.engine.protocol.journal import state_dir
 from lakekeeper_dagster.engine.protocol.lease import TAKEOVER_POINT, TableLease, boot_id, pid_namespace, process_start
 from lakekeeper_dagster.engine.protocol.recovery import recover
@@ -150,11 +151,12 @@ def _this_process_space() -> dict:
     return {"boot_id": boot_id(), "pid_namespace": pid_namespace()}
 
 
-def test_two_takers_of_one_stale_lease_exactly_one_wins(spark, data_dir, monkeypatch):
-    """Both judge the lease stale, then race for it (paused between judging and taking): one wins, intact."""
+@pytest.mark.parametrize("race", ["together", "one after the other"])
+def test_two_takers_of_one_stale_lease_exactly_one_wins(spark, data_dir, monkeypatch, race):
+    """Both judge the lease stale, then take it over: together (both paused after judging), or the second only
+    after the first has finished its takeover (the second paused after judging until then). One wins, intact."""
     state = data_dir / ".lakekeeper-race"
     _lease_file(state, age_seconds=3600, host="another-host")
-    monkeypatch.setenv("LAKEKEEPER_FAULT", f"sleep@{TAKEOVER_POINT}:1")
     storage = Storage(spark)
     takers = [TableLease(storage, state.as_uri(), "db.race", f"taker-{i}", timeout_seconds=60) for i in range(2)]
     outcomes: dict[int, object] = {}
@@ -166,8 +168,24 @@ def test_two_takers_of_one_stale_lease_exactly_one_wins(spark, data_dir, monkeyp
             outcomes[i] = error
 
     threads = [threading.Thread(target=take, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
+    if race == "together":
+        monkeypatch.setenv("LAKEKEEPER_FAULT", f"sleep@{TAKEOVER_POINT}:1")
+        for thread in threads:
+            thread.start()
+    else:
+        judged, go = threading.Event(), threading.Event()
+
+        def pause_the_second(point: str) -> None:  # the fault point, held until the first taker has finished
+            if point == TAKEOVER_POINT and threading.current_thread() is threads[1]:
+                judged.set()
+                go.wait()
+
+        monkeypatch.setattr(lease_module, "kill_point", pause_the_second)
+        threads[1].start()
+        judged.wait()
+        threads[0].start()
+        threads[0].join()
+        go.set()
     for thread in threads:
         thread.join()
     winners = [i for i, outcome in outcomes.items() if isinstance(outcome, TableLease)]
