@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
 
-from lakekeeper_dagster.engine.errors import StorageError
+from lakekeeper_dagster.engine.errors import LeaseHeldError, StorageError
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.backup import find_backups
+from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.ops.compaction import compact_table
-from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
-from lakekeeper_dagster.engine.protocol.recovery import recover
+from lakekeeper_dagster.engine.protocol.journal import RECORD_WRITTEN_POINT, Journal, UnitRecord
+from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.protocol.recovery import recover, recover_table
+from lakekeeper_dagster.engine.statuses import UnitState
 from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, hidden_dirs, make_table, rows_of, run_cli
 
 COMPACTION_POINTS = ["written", "backed_up", "swapping", "retired", "installed_dir", "installed", "committed"]
@@ -106,3 +110,85 @@ def test_a_journal_step_this_version_does_not_know_is_refused_by_name(spark, dat
     journal._write(storage, {"step": "merged", "unit": 0, "details": {}, "at": 0})
     with pytest.raises(StorageError, match="does not know .*merged"):
         Journal.load(storage, journal.directory)
+
+
+def test_a_torn_record_anywhere_in_a_journal_is_skipped_and_the_journal_goes_on(spark, data_dir):
+    """A record torn by a crash (an older version wrote in place) never blocks the table: it counts as absent."""
+    storage = Storage(spark)
+    unit = UnitRecord("p=1", {"p": "1"}, f"{data_dir.as_uri()}/p=1", "in", "old", [])
+    journal = Journal.new(data_dir.as_uri(), "db", "t", "r1", "compact", "test", [unit])
+    journal.start(storage)
+    journal.record(storage, UnitState.WRITTEN, 0, output_files=["a"])
+    journal.record(storage, UnitState.BACKED_UP, 0)
+    journal.record(storage, UnitState.SWAPPING, 0)
+    directory = next(data_dir.parent.rglob("r1"))
+    (directory / "00002.json").write_bytes(b'{"step": "backed_u')  # torn in the middle of the journal
+    (directory / ".00002.json.crc").unlink(missing_ok=True)
+    loaded = Journal.load(storage, journal.directory)
+    assert loaded.units[0].state == UnitState.SWAPPING and loaded.units[0].details == {"output_files": ["a"]}
+    loaded.record(storage, UnitState.INSTALLED, 0)  # goes on after the highest record present
+    assert Journal.load(storage, journal.directory).units[0].state == UnitState.INSTALLED
+    assert sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")) == [
+        f"{n:05d}.json" for n in range(5)
+    ]
+
+
+@pytest.mark.slow
+def test_compaction_killed_while_writing_a_journal_record_is_recovered(spark, metastore, database, data_dir, tmp_path):
+    """Killed between a record's temporary write and its rename; a torn record in the middle on top of it."""
+    root = data_dir / "jw"
+    table = make_table(spark, database, "jw", root, partitions=DATES[:1], files=4)
+    before = rows_of(spark, table)
+    fault = {"LAKEKEEPER_FAULT": f"kill@{RECORD_WRITTEN_POINT}:swapping"}
+    crashed = run_cli(["compact", "--table", table], tmp_path, metastore.uri, fault)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    (journal,) = (data_dir / ".lakekeeper-jw" / "journal").iterdir()
+    assert [p.name for p in journal.glob(".0*.json.tmp-*")]  # the record that was being written
+    assert all("swapping" not in p.read_text() for p in journal.glob("0*.json"))
+    (journal / "00001.json").write_text('{"step": "wri')  # and a record torn in the middle (an older version's)
+    (journal / ".00001.json.crc").unlink(missing_ok=True)
+
+    recover(spark, [(database, "jw")])
+
+    assert rows_of(spark, table) == before
+    assert len(data_files(root / "date=2024-01-01")) == 4  # the swap never began: rolled back
+    assert hidden_dirs(data_dir) == []
+    assert not (data_dir / ".lakekeeper-jw" / "lease").exists()
+    (result,) = compact_table(spark, database, "jw", OPTIONS)  # the table works normally afterwards
+    assert result.status == "compacted" and rows_of(spark, table) == before
+
+
+@pytest.mark.slow
+def test_recovery_killed_mid_roll_forward_and_recovery_without_the_lease_are_safe(
+    spark, metastore, database, data_dir, tmp_path
+):
+    root = data_dir / "rr"
+    table = make_table(spark, database, "rr", root, partitions=DATES[:1], files=4)
+    before = rows_of(spark, table)
+    crashed = run_cli(["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@swapping"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    storage, state = Storage(spark), data_dir / ".lakekeeper-rr"
+    info = read_table(spark, database, "rr")
+
+    # Fencing: a recovery whose lease another process took over changes nothing.
+    lease = TableLease(storage, state.as_uri(), info.qualified_name, "stalled-recovery").acquire()
+    taker = {"host": "another-host", "pid": 1, "run_id": "t", "owner": "", "started_at": 0.0, "token": "t"}
+    (state / "lease").write_text(json.dumps(taker))
+    with pytest.raises(LeaseHeldError, match="lost its lease before the recovery of run"):
+        recover_table(spark, storage, info, lease)
+    lease.release()
+    assert len(data_files(root / "date=2024-01-01")) == 4 and not [d for d in hidden_dirs(data_dir) if "old" in d]
+    (state / "lease").unlink()
+
+    # A recovery killed in the middle of its roll-forward (the staged data just installed), then recovered again.
+    fault = {"LAKEKEEPER_FAULT": "kill@installed_dir"}
+    killed = run_cli(["recover", "--table", table], tmp_path, metastore.uri, fault)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr[-3000:]
+    assert (state / "lease").exists()  # the dead recovery's, taken over at once: its process is gone
+    messages = recover(spark, [(database, "rr")])
+    assert any("swap finished" in m for m in messages), messages
+    assert rows_of(spark, table) == before
+    assert len(data_files(root / "date=2024-01-01")) == 1
+    assert not [d for d in hidden_dirs(data_dir) if "staging" in d]
+    assert not (state / "lease").exists()
+    assert len(find_backups(spark, database, table)) == 1

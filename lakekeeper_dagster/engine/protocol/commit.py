@@ -33,6 +33,7 @@ def refresh(spark: SparkSession, info: TableInfo) -> None:
 def swap_unit(storage: Storage, journal: Journal, index: int) -> int:
     """Swap one compaction unit, verified (re-entrant from any point a crash left it at); return the late files
     carried over. Raises `SwapAborted` once the swap is undone: the caller then calls `abort_unit`."""
+    journal.fence(f"the swap of {journal.units[index].label}")
     carried = finish_swap(storage, journal.units[index], verify=True)
     kill_point("installed")
     return carried
@@ -115,6 +116,7 @@ def finish_run(spark: SparkSession, storage: Storage, info: TableInfo, journal: 
 def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> None:
     """Swap a rollback unit's originals back (re-entrant), drop the compacted copy and the backup's pointer."""
     unit = journal.units[i]
+    journal.fence(f"restoring {unit.label}")
     carried = finish_swap(storage, unit)
     journal.record(storage, UnitState.INSTALLED, i, carried=carried)
     kill_point(UnitState.INSTALLED)

@@ -1,25 +1,39 @@
 """The run journal: every step of a compaction or rollback, recorded durably before it happens.
 
 A journal lives beside the table, in the table's hidden state directory, on the same filesystem as the data:
-`<parent of table location>/.lakekeeper-<table dir>/journal/<run id>/`. Each record is a small JSON file created
-exclusively (`00000.json` is the plan, the rest are steps, each for one unit or for a batch of units), so a crash
-can at worst leave a torn last record, which is ignored. The state of a run is the plan with its steps folded in.
+`<parent of table location>/.lakekeeper-<table dir>/journal/<run id>/`. Each record is a small JSON file
+(`00000.json` is the plan, the rest are steps, each for one unit or for a batch of units), written whole under a
+hidden temporary name (`.NNNNN.json.tmp-<token>`) and renamed into place; the rename refuses an existing record, so
+two writers of one journal collide instead of interleaving. A crash leaves at worst a temporary file, which loading
+ignores. A record that is nevertheless unreadable (written by an older version that wrote in place, or damaged)
+is treated as absent, with a warning, wherever it is, and the run goes on after the highest record present. The
+state of a run is the plan with its steps folded in.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from lakekeeper_dagster.engine.errors import StorageError
+from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.statuses import RunKind, RunStep, UnitState
 
 HIDDEN_PREFIX = ".lk-"
+RECORD_WRITTEN_POINT = "record_written"  # fault point: a record's temporary file is written, not yet renamed
+
+log = logging.getLogger(__name__)
+
+
+def _unfenced(what: str) -> None:
+    """The default fence of a journal: its writer's lease is checked elsewhere (or there is none)."""
 
 
 def state_dir(table_location: str) -> str:
@@ -85,6 +99,9 @@ class Journal:
 
     def __post_init__(self) -> None:
         self.kind = RunKind(self.kind)
+        # Called with what is about to happen before every record and swap: recovery sets its lease's
+        # `ensure_held`, so a process that lost the table's lease writes nothing more (not a field: never journaled).
+        self.fence: Callable[[str], None] = _unfenced
 
     @classmethod
     def new(
@@ -103,9 +120,20 @@ class Journal:
         return cls(directory, run_id, kind, database, table, owner, units, backup_table)
 
     def _write(self, storage: Storage, payload: dict) -> None:
-        location = child(self.directory, f"{self.next_seq:05d}.json")
-        if not storage.create_exclusive(location, json.dumps(payload, sort_keys=True)):
-            raise StorageError(f"journal record {location} already exists: another process writes this journal")
+        """Write the next record whole under a temporary name, then rename it into place (never onto a record)."""
+        self.fence(f"journal record {self.next_seq} of run {self.run_id} ({payload['step']})")
+        name = f"{self.next_seq:05d}.json"
+        location = child(self.directory, name)
+        temporary = child(self.directory, f".{name}.tmp-{uuid.uuid4().hex[:8]}")
+        storage.write_text(temporary, json.dumps(payload, sort_keys=True), overwrite=False)
+        kill_point(f"{RECORD_WRITTEN_POINT}:{payload['step']}")
+        try:
+            storage.rename_strict(temporary, location)
+        except StorageError:
+            storage.delete(temporary)
+            if storage.exists(location):
+                raise StorageError(f"journal record {location} exists: another process writes this journal") from None
+            raise
         self.next_seq += 1
 
     def start(self, storage: Storage) -> None:
@@ -147,22 +175,24 @@ class Journal:
 
     @classmethod
     def load(cls, storage: Storage, directory: str) -> Journal:
-        """Rebuild a run's state from its records (a torn last record is ignored)."""
-        names = [n for n in storage.list_names(directory, directories=False) if n.endswith(".json")]
+        """Rebuild a run's state from its records; an unreadable record anywhere is skipped with a warning."""
+        names = record_names(storage, directory)
         records = []
-        for name in sorted(names):
+        for name in names:
             try:
                 records.append(json.loads(storage.read_text(child(directory, name))))
-            except json.JSONDecodeError:
-                if name != sorted(names)[-1]:
-                    raise StorageError(f"journal record {child(directory, name)} is corrupt") from None
+            except ValueError:  # torn or damaged (JSONDecodeError, or bytes that are not UTF-8)
+                log.warning("journal record %s is unreadable (torn?): treated as absent", child(directory, name))
         if not records or records[0].get("step") != RunStep.PLAN:
-            raise StorageError(f"journal {directory} has no plan record")
+            raise StorageError(
+                f"journal {directory} has no readable plan record, so the run it describes cannot be recovered "
+                "automatically. Inspect its records and the table's hidden .lk- directories, then move it away."
+            )
         try:
             plan = records[0]["plan"]
             units = [UnitRecord(**u) for u in plan.pop("units")]
             journal = cls(directory=directory, units=units, **plan)
-            journal.next_seq = int(sorted(names)[-1][:5]) + 1
+            journal.next_seq = int(names[-1][:5]) + 1
             for entry in records[1:]:
                 if "units" in entry:
                     for i, details in entry["units"].items():
@@ -177,11 +207,28 @@ class Journal:
         return journal
 
 
+def record_names(storage: Storage, directory: str) -> list[str]:
+    """The names of a journal's records, in order (`NNNNN.json`; temporary and checksum files are not records)."""
+    names = storage.list_names(directory, directories=False)
+    return sorted(n for n in names if n.endswith(".json") and n[:5].isdigit() and not n.startswith("."))
+
+
 def journal_root(table_location: str) -> str:
     return child(state_dir(table_location), "journal")
 
 
 def load_journals(storage: Storage, table_location: str) -> list[Journal]:
-    """Every journal of the table, oldest first."""
+    """Every journal of the table, oldest first (a directory without any record is no run: see `unstarted_runs`)."""
     root = journal_root(table_location)
-    return [Journal.load(storage, child(root, name)) for name in storage.list_names(root, directories=True)]
+    return [
+        Journal.load(storage, child(root, name))
+        for name in storage.list_names(root, directories=True)
+        if record_names(storage, child(root, name))
+    ]
+
+
+def unstarted_runs(storage: Storage, table_location: str) -> list[str]:
+    """Journal directories without any record: runs killed before their plan was in place, which changed nothing."""
+    root = journal_root(table_location)
+    directories = [child(root, name) for name in storage.list_names(root, directories=True)]
+    return [d for d in directories if not record_names(storage, d)]

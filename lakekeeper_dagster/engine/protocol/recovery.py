@@ -1,7 +1,8 @@
 """Recovery: finish or undo the runs a crash interrupted, from their journals; refuse leftovers no journal explains.
 
 Every operation changes a table only inside `exclusive`: the table's lease is taken and every interrupted run of
-the table is brought to a consistent state first.
+the table is brought to a consistent state first. Recovery is fenced like a run: before each journal it recovers,
+before every record it writes and before every swap, it reads the lease back and stops if another process took it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from lakekeeper_dagster.engine.protocol.journal import (
     load_journals,
     new_run_id,
     state_dir,
+    unstarted_runs,
 )
 from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, TERMINAL, Recovery, RunKind, UnitState
@@ -59,6 +61,7 @@ def _recover_compaction(spark: SparkSession, storage: Storage, info: TableInfo, 
 
 def _roll_back_compaction_unit(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
     unit = journal.units[i]
+    journal.fence(f"undoing {unit.label}")
     abort_unit(spark, storage, info, journal, i, "interrupted before the swap; undone by recover")
     return f"{unit.label}: interrupted before the swap, temporary data removed ({Recovery.ROLLED_BACK})"
 
@@ -88,11 +91,16 @@ def recover_journal(spark: SparkSession, storage: Storage, info: TableInfo, jour
     return [f"{prefix} {m}" for m in _RECOVER_BY_KIND[journal.kind](spark, storage, info, journal)]
 
 
-def recover_table(spark: SparkSession, storage: Storage, info: TableInfo) -> list[str]:
-    """Recover every unfinished run of the table. The caller holds the table's lease."""
+def recover_table(spark: SparkSession, storage: Storage, info: TableInfo, lease: TableLease) -> list[str]:
+    """Recover every unfinished run of the table, fenced by `lease` (which the caller holds)."""
     messages = []
+    for directory in unstarted_runs(storage, info.location):  # killed before its plan record was in place
+        lease.ensure_held(f"removing the journal {directory} of a run that never started")
+        storage.delete(directory)
     for journal in load_journals(storage, info.location):
         if not journal.done:
+            lease.ensure_held(f"the recovery of run {journal.run_id}")
+            journal.fence = lease.ensure_held
             messages += recover_journal(spark, storage, info, journal)
     for message in messages:
         log.warning("recovered: %s", message)
@@ -103,7 +111,7 @@ def recover_table(spark: SparkSession, storage: Storage, info: TableInfo) -> lis
 def exclusive(spark: SparkSession, storage: Storage, info: TableInfo, run_id: str, owner: str) -> Iterator[TableLease]:
     """Hold the table's lease, with every interrupted run of the table recovered first: where every change starts."""
     with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, owner) as lease:
-        recover_table(spark, storage, info)
+        recover_table(spark, storage, info, lease)
         yield lease
 
 
@@ -140,8 +148,8 @@ def recover(spark: SparkSession, pairs: list[tuple[str, str]], owner: str = "") 
         if info.skip_reason() or not storage.exists(journal_root(info.location)):
             continue
         try:
-            with TableLease(storage, state_dir(info.location), info.qualified_name, new_run_id(), owner):
-                messages += recover_table(spark, storage, info)
+            with TableLease(storage, state_dir(info.location), info.qualified_name, new_run_id(), owner) as lease:
+                messages += recover_table(spark, storage, info, lease)
         except LeaseHeldError as held:
             messages.append(f"{info.qualified_name}: left alone: {held}")
     return messages
