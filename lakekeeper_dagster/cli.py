@@ -223,21 +223,34 @@ def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    """List the matching backups; unless a dry run, ask on a terminal (not with --yes), then delete exactly those.
+
+    Without --older-than every matching backup goes (Lakekeeper's behaviour, for scripts). Exit 1 when the answer
+    is not `yes` (nothing deleted).
+    """
     older = parse_duration(args.older_than) if args.older_than is not None else None
     spark = open_spark(config)
-    if not args.dry_run:
-        print(
-            "cleanup is irreversible: the original files of these backups are removed and rollback is no longer "
-            "possible for them" + ("" if args.skip_trash else " (moved to the Trash where the filesystem has one)")
-        )
+    selection = {"database": args.database, "table": args.table, "older_than_seconds": older}
+    listed = cleanup_backups(spark, **selection, dry_run=True)
+    print("\n".join(listed) or "no backups matched", flush=True)
+    names = [line.split()[2] for line in listed if line.startswith("would drop ")]
+    if config.dry_run or not names:
+        return 0
+    print(
+        "cleanup is irreversible: the original files of these backups are removed and rollback is no longer "
+        "possible for them" + ("" if args.skip_trash else " (moved to the Trash where the filesystem has one)"),
+        flush=True,
+    )
+    if sys.stdin.isatty() and not args.yes:
+        try:
+            answer = input("delete them? type yes to confirm: ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() != "yes":
+            print("nothing was deleted")
+            return 1
     lines = cleanup_backups(
-        spark,
-        database=args.database,
-        table=args.table,
-        older_than_seconds=older,
-        skip_trash=args.skip_trash,
-        dry_run=config.dry_run,
-        owner=run_owner(None),
+        spark, **selection, skip_trash=args.skip_trash, dry_run=False, owner=run_owner(None), only=names
     )
     print("\n".join(lines) or "no backups matched")
     return 0
@@ -307,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--older-than", help="only backups older than this (7d, 12h, 30m)")
     cleanup.add_argument("--skip-trash", action="store_true", help="delete at once instead of moving to the Trash")
     cleanup.add_argument("--dry-run", dest="dry_run", action="store_const", const=True, help="list, remove nothing")
+    cleanup.add_argument("--yes", action="store_true", help="do not ask on a terminal before deleting")
     cleanup.set_defaults(func=cmd_cleanup)
 
     recover = sub.add_parser("recover", help="finish or undo runs a crash interrupted, from their journals")

@@ -4,6 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
+from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.catalog import list_partitions
 from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name, validated_name, validated_partition
 from lakekeeper_dagster.engine.hive.selection import resolve_tables
@@ -54,11 +55,16 @@ class RollbackConfig(dg.Config):
 
 
 class CleanupConfig(dg.Config):
+    """Opens as a dry run; a real run needs an age or an explicit confirmation (it cannot be undone)."""
+
     table: str | None = Field(default=None, pattern=TABLE_PATTERN, description="backups of DB.TABLE")
     database: str | None = Field(default=None, description="every backup in this database")
     older_than: str | None = Field(default=None, description="only backups older than this: 7d, 12h, 30m")
+    delete_all_backups: bool = Field(
+        default=False, description="without older_than, confirm that every matching backup goes, however recent"
+    )
     skip_trash: bool = False
-    dry_run: bool = False
+    dry_run: bool = Field(default=True, description="only list what would be deleted; false deletes (irreversible)")
 
 
 class RecoverConfig(dg.Config):
@@ -111,9 +117,16 @@ def build_jobs(
 
     @dg.op
     def cleanup(context: dg.OpExecutionContext, config: CleanupConfig, spark: HiveSparkResource) -> None:
-        """Delete the originals kept by backups and drop them (irreversible)."""
+        """Delete the originals kept by backups and drop them (irreversible); lists them only unless dry_run is
+        false, and then only with older_than or delete_all_backups."""
         with engine_failures():
             older = parse_duration(config.older_than) if config.older_than else None
+            if not config.dry_run and older is None and not config.delete_all_backups:
+                raise ConfigError(
+                    "cleanup with dry_run: false deletes backups irreversibly: set older_than (e.g. 7d) to delete "
+                    "only old backups, or delete_all_backups: true to delete every matching backup. Nothing was "
+                    "deleted."
+                )
             databases = [config.database] if config.database or config.table else settings.tables.databases
             lines = []
             for database in databases or [None]:
@@ -166,6 +179,6 @@ def cleanup_schedule(cleanup_job: dg.JobDefinition) -> dg.ScheduleDefinition:
         name="cleanup_old_backups",
         job=cleanup_job,
         cron_schedule="0 3 * * *",
-        run_config=dg.RunConfig(ops={"cleanup": CleanupConfig(older_than="7d")}),
+        run_config=dg.RunConfig(ops={"cleanup": CleanupConfig(older_than="7d", dry_run=False)}),
         default_status=dg.DefaultScheduleStatus.STOPPED,
     )

@@ -85,4 +85,7 @@ def run_cli(args: list[str], cwd: Path, metastore_uri: str, env_extra: dict | No
     command = [sys.executable, "-m", "lakekeeper_dagster.cli", *args]
     if not wait:
         return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    # stdin as a script's (no terminal), so a command that asks on a terminal never waits for the test's.
+    return subprocess.run(
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+    )

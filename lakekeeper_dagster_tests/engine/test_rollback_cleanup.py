@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
@@ -89,3 +93,91 @@ def test_cleanup_older_than_and_dry_run(spark, database, data_dir):
     assert len(rows_of(spark, table)) == 200
     with pytest.raises(ConfigError, match="not a duration"):
         parse_duration("seven days")
+
+
+def test_rollback_refuses_what_it_cannot_carry_and_carries_late_data(spark, database, data_dir):
+    """A hidden file or a subdirectory in the partition at rollback time is refused (named, nothing changed); once
+    they are gone, a late data file is carried, and only the compaction's output is retired."""
+    table = make_table(spark, database, "rf", data_dir, partitions=DATES[:1], files=3)
+    originals, before = names(data_dir / "date=2024-01-01"), rows_of(spark, table)
+    compact_table(spark, database, "rf", OPTIONS)
+    partition = data_dir / "date=2024-01-01"
+    compacted, old = names(partition), hidden_dirs(data_dir)
+    hidden = partition / ".operator-notes"
+    hidden.write_text("mine")
+    with pytest.raises(OperationError, match=r"hidden files this rollback would not carry back \(.operator-notes\)"):
+        rollback_table(spark, database, "rf")
+    hidden.unlink()
+    nested = partition / "HIVE_UNION_SUBDIR_1"
+    nested.mkdir()
+    (nested / "000000_0").write_text("nested data")
+    with pytest.raises(OperationError, match="holds subdirectories \\(HIVE_UNION_SUBDIR_1\\)"):
+        rollback_table(spark, database, "rf")
+    assert (nested / "000000_0").read_text() == "nested data"
+    assert names(partition) == compacted and hidden_dirs(data_dir) == old and find_backups(spark, database, table)
+    (nested / "000000_0").unlink()
+    nested.rmdir()
+    assert rows_of(spark, table) == before
+    spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-01') VALUES (900, 'late', 1)")
+    (line,) = rollback_table(spark, database, "rf")
+    assert "1 file(s) appended since the compaction kept" in line and "left in place" not in line
+    assert set(originals) < set(names(partition)) and len(names(partition)) == len(originals) + 1
+    assert rows_of(spark, table) == sorted([*before, (900, "late", 1, "2024-01-01")])
+    assert hidden_dirs(data_dir) == [] and find_backups(spark, database, table) == []
+
+
+def test_rollback_moves_the_compacted_copy_to_a_configured_trash(spark, database, data_dir):
+    table = make_table(spark, database, "tr", data_dir, files=3)
+    originals, before = names(data_dir), rows_of(spark, table)
+    compact_table(spark, database, "tr", OPTIONS)
+    compacted = names(data_dir)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.trash.interval", "60")
+    trash = Path.home() / ".Trash" / "Current" / str(data_dir.parent).lstrip("/")
+    try:
+        rollback_table(spark, database, "tr")
+        trashed = [p.name for p in trash.glob(".lk-rolledback-*/*") if not p.name.startswith(".")]
+    finally:
+        conf.unset("fs.trash.interval")
+        shutil.rmtree(trash, ignore_errors=True)
+    assert trashed == compacted
+    assert names(data_dir) == originals and rows_of(spark, table) == before and hidden_dirs(data_dir.parent) == []
+
+
+def test_rollback_refuses_a_partition_moved_in_the_metastore(spark, database, data_dir):
+    table = make_table(spark, database, "mv", data_dir, partitions=DATES[:1], files=3)
+    compact_table(spark, database, "mv", OPTIONS)
+    partition, elsewhere = data_dir / "date=2024-01-01", data_dir.parent / "elsewhere"
+    elsewhere.mkdir()
+    compacted, old = names(partition), hidden_dirs(data_dir)
+    spark.sql(f"ALTER TABLE {table} PARTITION (date='2024-01-01') SET LOCATION '{elsewhere.as_uri()}'")
+    with pytest.raises(OperationError, match=f"partition date=2024-01-01 of {table} now points at .*elsewhere, not at"):
+        rollback_table(spark, database, "mv")
+    assert names(partition) == compacted and hidden_dirs(data_dir) == old and find_backups(spark, database, table)
+
+
+def test_cleanup_keeps_a_backup_in_use_or_changed_and_drops_the_others(spark, database, data_dir):
+    """An operator's restore by SET LOCATION onto a `.lk-old-*` directory, and a kept directory whose files
+    changed: both backups are kept and reported; a third is cleaned."""
+    restored = make_table(spark, database, "rs", data_dir / "rs", partitions=DATES[:1], files=3)
+    changed = make_table(spark, database, "ch", data_dir / "ch", files=3)
+    plain = make_table(spark, database, "pl", data_dir / "pl", files=3)
+    for name in ("rs", "ch", "pl"):
+        compact_table(spark, database, name, OPTIONS)
+    (old_rs,) = (data_dir / "rs").glob(".lk-old-*")
+    spark.sql(f"ALTER TABLE {restored} PARTITION (date='2024-01-01') SET LOCATION 'file:{old_rs}'")  # as_uri(): %3D
+    (old_ch,) = data_dir.glob(".lk-old-*-ch")
+    victim = data_files(old_ch)[0]
+    victim.write_bytes(victim.read_bytes())  # rewritten in place: same name and size, new modification time
+    os.utime(victim, (1, 1))
+    lines = cleanup_backups(spark, database=database, older_than_seconds=0, skip_trash=True)
+    by_source = {line.split("(backup of ")[1].split(")")[0]: line for line in lines}
+    assert by_source[restored].startswith("kept") and f"is the location of {restored}" in by_source[restored]
+    assert by_source[changed].startswith("kept") and "no longer holds the files" in by_source[changed]
+    assert by_source[plain].startswith("dropped")
+    assert [b.source for b in find_backups(spark, database)] and {b.source for b in find_backups(spark, database)} == {
+        restored,
+        changed,
+    }
+    assert old_rs.is_dir() and old_ch.is_dir() and victim.exists()
+    assert len(data_files(old_rs)) == 3 and len(rows_of(spark, plain)) == 200

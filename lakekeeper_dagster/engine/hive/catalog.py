@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import CatalogError
-from lakekeeper_dagster.engine.hive.model import Column, TableInfo, Unit, quote_identifier
+from lakekeeper_dagster.engine.hive.model import HIVE_DEFAULT_PARTITION, Column, TableInfo, Unit, quote_identifier
 from spark_resources.py4j import external_catalog, jvm, scala_seq
 
 if TYPE_CHECKING:
@@ -113,3 +113,24 @@ def find_partitions(spark: SparkSession, info: TableInfo, names: list[str]) -> l
 def find_partition(spark: SparkSession, info: TableInfo, name: str) -> Unit:
     """The partition whose Hive name is `name`."""
     return find_partitions(spark, info, [name])[0]
+
+
+def current_location(spark: SparkSession, info: TableInfo, spec: dict[str, str | None] | None) -> str | None:
+    """Where the metastore locates the table (spec None) or one of its partitions now; None when it is gone.
+
+    One metastore call (`getTable` or `getPartitionOption`), whatever the table's number of partitions.
+    """
+    catalog = external_catalog(spark)
+    if not spec:
+        uri = catalog.getTable(info.database, info.name).storage().locationUri()
+    else:
+        java = jvm(spark)
+        values = java.java.util.HashMap()
+        for column, value in spec.items():
+            values.put(column, HIVE_DEFAULT_PARTITION if value is None else value)
+        scala_spec = java.org.apache.spark.api.python.PythonUtils.toScalaMap(values)
+        partition = catalog.getPartitionOption(info.database, info.name, scala_spec)
+        if partition.isEmpty():
+            return None
+        uri = partition.get().storage().locationUri()
+    return None if uri.isEmpty() else str(jvm(spark).org.apache.hadoop.fs.Path(uri.get()).toString())

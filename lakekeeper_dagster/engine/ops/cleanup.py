@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.hive import backup as backups
+from lakekeeper_dagster.engine.hive.catalog import list_databases, list_tables
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name
-from lakekeeper_dagster.engine.protocol.journal import HIDDEN_PREFIX, Journal, new_run_id
+from lakekeeper_dagster.engine.protocol.journal import HIDDEN_PREFIX, Journal, UnitRecord, new_run_id
 from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.statuses import UnitState
+from spark_resources.py4j import external_catalog, jvm, scala_list, scala_seq
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,11 +35,57 @@ def parse_duration(text: str, what: str = "--older-than") -> int:
     return int(match.group(1)) * _SECONDS[match.group(2)]
 
 
-def _retired_dirs(storage: Storage, backup: backups.Backup) -> list[str]:
-    """The directories holding the backup's original files: only ever hidden `.lk-old-*` directories."""
+def _kept_units(storage: Storage, backup: backups.Backup) -> list[UnitRecord]:
+    """The committed units whose originals the backup keeps: only ever in hidden `.lk-old-*` directories."""
     journal = Journal.load(storage, backup.journal)
-    dirs = [u.retired for u in journal.units if u.state == UnitState.COMMITTED]
-    return [d for d in dirs if split_location(d)[1].startswith(f"{HIDDEN_PREFIX}old-")]
+    units = [u for u in journal.units if u.state == UnitState.COMMITTED]
+    return [u for u in units if split_location(u.retired)[1].startswith(f"{HIDDEN_PREFIX}old-")]
+
+
+def metastore_locations(spark: SparkSession, storage: Storage) -> dict[str, set[str]]:
+    """Every qualified location the metastore points at (each table's and each partition's) -> the tables using it.
+
+    Cost: one `listDatabases`, per database one `listTables` and one `getTablesByName`, and per partitioned table
+    one `listPartitions`: linear in the number of tables, independent of the number of files.
+    """
+    catalog = external_catalog(spark)
+    java = jvm(spark)
+    none, hadoop_path = java.scala.Option.empty(), java.org.apache.hadoop.fs.Path
+    found: dict[str, set[str]] = {}
+
+    def add(uri, owner: str) -> None:  # through a Path built from the URI: `%3D` in a URI is `=` in the path
+        if not uri.isEmpty():
+            found.setdefault(storage.qualify(str(hadoop_path(uri.get()).toString())).rstrip("/"), set()).add(owner)
+
+    for database in list_databases(spark):
+        names = list_tables(spark, database)
+        if not names:
+            continue
+        for table in scala_seq(catalog.getTablesByName(database, scala_list(spark, names))):
+            owner = f"{database}.{table.identifier().table()}"
+            add(table.storage().locationUri(), owner)
+            if table.partitionColumnNames().nonEmpty():
+                for partition in scala_seq(catalog.listPartitions(database, str(table.identifier().table()), none)):
+                    add(partition.storage().locationUri(), owner)
+    return found
+
+
+def _why_kept(
+    storage: Storage, backup: backups.Backup, units: list[UnitRecord], references: dict[str, set[str]]
+) -> str | None:
+    """Why the backup must stay: a kept directory the metastore points at, or not holding what the journal says."""
+    for unit in units:
+        if not storage.exists(unit.retired):
+            continue
+        users = references.get(storage.qualify(unit.retired).rstrip("/"), set()) - {backup.qualified_name}
+        if users:
+            return f"{unit.retired} is the location of {', '.join(sorted(users))} (a restore by SET LOCATION?)"
+        entries = storage.list_entries(unit.retired)
+        now = {f.name: [f.size, f.modification_time] for f in entries.files}
+        expected = unit.snapshot or {name: now.get(name) for name in unit.known}
+        if entries.directories or now != expected:
+            return f"{unit.retired} no longer holds the files the compaction kept (changed since)"
+    return None
 
 
 def _state_dir_of(backup: backups.Backup) -> str:
@@ -74,8 +123,15 @@ def cleanup_backups(
     skip_trash: bool = False,
     dry_run: bool = False,
     owner: str = "",
+    only: Collection[str] | None = None,
 ) -> list[str]:
-    """Delete the data of matching backups and drop them; one line per backup (what would happen with dry_run)."""
+    """Delete the data of matching backups and drop them; one line per backup (what would happen with dry_run).
+
+    A backup is kept (reported, nothing of it deleted) when the metastore points a table or partition other than
+    the backup itself at one of its directories, or when a directory no longer holds the snapshot its compaction
+    journal recorded (names, sizes, modification times; names alone for journals without them). Every delete and
+    the drop are fenced by the table's lease.
+    """
     if table:
         db, _ = split_table_name(table)
         found = backups.find_backups(spark, db, table)
@@ -85,19 +141,31 @@ def cleanup_backups(
         raise OperationError("cleanup needs --table DB.TABLE or --database DB")
     if older_than_seconds is not None:
         found = [b for b in found if b.age_seconds() >= older_than_seconds]
+    if only is not None:  # the backups a user was shown and confirmed: never one made since
+        found = [b for b in found if b.qualified_name in only]
     storage = Storage(spark)
+    references = metastore_locations(spark, storage) if found else {}
     lines = []
     for backup in found:
-        dirs = _retired_dirs(storage, backup)
+        units = _kept_units(storage, backup)
+        dirs = [u.retired for u in units]
+        kept = _why_kept(storage, backup, units, references)
+        if kept:
+            lines.append(f"kept {backup.qualified_name} (backup of {backup.source}): {kept}; nothing of it deleted")
+            continue
         if dry_run:
             lines.append(
                 f"would drop {backup.qualified_name} (backup of {backup.source}) and delete {len(dirs)} "
                 f"director{'y' if len(dirs) == 1 else 'ies'}: {', '.join(dirs) or '-'}"
             )
             continue
-        with TableLease(storage, _state_dir_of(backup), backup.source, new_run_id(), owner):
+        with TableLease(storage, _state_dir_of(backup), backup.source, new_run_id(), owner) as lease:
             _refuse_unfinished_runs(storage, backup)
-            outcomes = [f"{d} {_remove(storage, d, skip_trash)}" for d in dirs]
+            outcomes = []
+            for directory in dirs:
+                lease.ensure_held(f"deleting {directory}")
+                outcomes.append(f"{directory} {_remove(storage, directory, skip_trash)}")
+            lease.ensure_held(f"dropping {backup.qualified_name}")
             backups.drop_backup(spark, backup.database, backup.name)
             storage.delete(backup.journal)
         done = "; ".join(outcomes) or "no data"

@@ -2,19 +2,25 @@
 
 A rollback is a swap too, journaled like a compaction: the live directory is retired, the backup's original files
 come back in its place, and files appended after the compaction (anything the compaction did not write) are carried
-over, so no row written since is lost. The backup is dropped only once the restore is complete.
+over, so no row written since is lost. Right before each unit's swap it runs the same checks as a compaction
+(writers waited for, subdirectories refused, the compaction's output unchanged), refuses hidden files it could not
+carry, and refuses a partition the metastore no longer locates where the compaction left it. What it retires is only
+the compaction's output (a copy of the originals): moved to the Trash where there is one, else deleted file by file.
+The backup is dropped only once the restore is complete.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.fs.storage import DataFile, Storage, is_hidden
 from lakekeeper_dagster.engine.hive import backup as backups
+from lakekeeper_dagster.engine.hive.catalog import current_location
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.protocol.checks import check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import commit_restored, finish_restore
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
@@ -42,6 +48,73 @@ def _choose_backup(
     raise OperationError(f"no backup to roll back {what} from (none found, or already rolled back or cleaned up)")
 
 
+def _label(info: TableInfo, unit: UnitRecord) -> str:
+    return info.qualified_name + (f" partition {unit.partition}" if unit.partition else "")
+
+
+def _check_location(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> None:
+    """Refuse a unit whose metastore location moved since the compaction (e.g. `ALTER TABLE ... SET LOCATION`)."""
+    now = current_location(spark, info, unit.spec)
+    if now is None or storage.qualify(now).rstrip("/") != storage.qualify(unit.live).rstrip("/"):
+        what = f"partition {unit.partition} of {info.qualified_name}" if unit.partition else info.qualified_name
+        where = f"now points at {now}" if now is not None else "no longer exists in the metastore"
+        raise UnitFailure(
+            f"{what} {where}, not at {unit.live} where the compaction left it; rollback would restore files "
+            "readers no longer see. Nothing was changed. Point it back at that location (ALTER TABLE ... SET "
+            "LOCATION), or restore by hand from the backup table."
+        )
+
+
+def _check_unit(
+    spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord, snapshot: list[DataFile]
+) -> None:
+    """The checks right before a rollback swap: location, writers, subdirectories, output unchanged, hidden files."""
+    label = _label(info, unit)
+    _check_location(spark, storage, info, unit)
+    check_before_swap(storage, unit.live, snapshot, label)
+    names = storage.list_names(unit.live, directories=False)
+    data = {n for n in names if not is_hidden(n)}
+    # A data file's checksum (`.<name>.crc`, local filesystems) moves with it; any other hidden file would not.
+    foreign = [n for n in names if is_hidden(n) and not (n.endswith(".crc") and n[1:-4] in data)]
+    if foreign:
+        raise UnitFailure(
+            f"{label}: its directory holds hidden files this rollback would not carry back ({', '.join(foreign[:5])}). "
+            "Nothing was changed. Move them out of the partition directory (or wait for their writer), then retry."
+        )
+
+
+def _plan_unit(
+    storage: Storage, info: TableInfo, compaction: Journal, index: int, run_id: str
+) -> tuple[UnitRecord, list[DataFile]]:
+    """The rollback unit undoing compaction unit `index`, and the compaction's output files as they are now."""
+    unit = compaction.units[index]
+    label = _label(info, unit)
+    if not storage.exists(unit.retired):
+        raise OperationError(f"{label}: the original files ({unit.retired}) are gone; cannot roll back")
+    written = set(unit.details.get("output_files", []))
+    present = storage.list_data_files(unit.live)
+    if not written <= {f.name for f in present}:
+        raise OperationError(
+            f"{label} no longer holds the files compaction run {compaction.run_id} wrote (it was compacted "
+            "again or rewritten since); roll back the newer backup first. Nothing was changed."
+        )
+    record = UnitRecord(
+        partition=unit.partition,
+        spec=unit.spec,
+        live=unit.live,
+        incoming=unit.retired,
+        retired=sibling(unit.live, "rolledback", run_id),
+        known=sorted(written),
+        details={"compaction_journal": compaction.directory, "compaction_unit": index},
+    )
+    return record, [f for f in present if f.name in written]
+
+
+def _refused(done: list[str], error: Exception) -> OperationError:
+    restored = f" Already restored: {', '.join(done)}." if done else ""
+    return OperationError(f"{error}{restored}")
+
+
 def rollback_table(
     spark: SparkSession,
     database: str,
@@ -56,45 +129,44 @@ def rollback_table(
     run_id = new_run_id()
     with exclusive(spark, storage, info, run_id, owner) as lease:
         chosen, compaction = _choose_backup(spark, storage, info, partition, backup)
-        units = []
-        for index, unit in enumerate(compaction.units):
-            if unit.state != UnitState.COMMITTED or (partition is not None and unit.partition != partition):
-                continue
-            label = f"{info.qualified_name}" + (f" partition {unit.partition}" if unit.partition else "")
-            if not storage.exists(unit.retired):
-                raise OperationError(f"{label}: the original files ({unit.retired}) are gone; cannot roll back")
-            written = set(unit.details.get("output_files", []))
-            present = set(storage.list_names(unit.live, directories=False))
-            if not written <= present:
-                raise OperationError(
-                    f"{label} no longer holds the files compaction run {compaction.run_id} wrote (it was compacted "
-                    "again or rewritten since); roll back the newer backup first. Nothing was changed."
-                )
-            units.append(
-                UnitRecord(
-                    partition=unit.partition,
-                    spec=unit.spec,
-                    live=unit.live,
-                    incoming=unit.retired,
-                    retired=sibling(unit.live, "rolledback", run_id),
-                    known=sorted(written),
-                    details={"compaction_journal": compaction.directory, "compaction_unit": index},
-                )
-            )
+        planned = [
+            _plan_unit(storage, info, compaction, index, run_id)
+            for index, unit in enumerate(compaction.units)
+            if unit.state == UnitState.COMMITTED and (partition is None or unit.partition == partition)
+        ]
+        try:  # every unit checked before the first swap: a refusal changes nothing
+            for unit, snapshot in planned:
+                _check_unit(spark, storage, info, unit, snapshot)
+        except UnitFailure as failure:
+            raise OperationError(str(failure)) from None
+        units = [unit for unit, _ in planned]
         journal = Journal.new(
             info.location, info.database, info.name, run_id, RunKind.ROLLBACK, owner, units, chosen.name
         )
         journal.start(storage)
-        lines = []
-        for i, unit in enumerate(units):
-            lease.ensure_held(f"restoring {unit.partition or 'the table'}")
+        lines: list[str] = []
+        for i, (unit, snapshot) in enumerate(planned):
+            try:
+                _check_unit(spark, storage, info, unit, snapshot)  # again: right before this unit's swap
+            except UnitFailure as failure:
+                for rest in range(i, len(units)):
+                    journal.record(storage, UnitState.ABORTED, rest, error=str(failure))
+                finish_restore(spark, storage, info, journal)
+                raise _refused([u.label for u in units[:i]], failure) from None
+            lease.ensure_held(f"restoring {unit.label}")
             journal.record(storage, UnitState.SWAPPING, i)
             kill_point(UnitState.SWAPPING)
             commit_restored(spark, storage, info, journal, i)
-            carried = journal.units[i].details.get("carried", 0)
+            details = journal.units[i].details
+            carried, left = details.get("carried", 0), details.get("left", [])
             lines.append(
-                f"{info.qualified_name} {unit.partition or '(whole table)'}: restored from {chosen.name}"
+                f"{info.qualified_name} {unit.label}: restored from {chosen.name}"
                 + (f", {carried} file(s) appended since the compaction kept" if carried else "")
+                + (
+                    f"; {unit.retired} left in place: it holds files rollback did not write ({', '.join(left)})"
+                    if left
+                    else ""
+                )
             )
         finish_restore(spark, storage, info, journal)
     return lines

@@ -3,8 +3,9 @@
 - A compact run replaces a unit's files: its rewritten copy is swapped in, the run's backup is pointed at the
   retired originals (one metastore call a batch), caches and statistics are refreshed, the units are marked
   committed. A run that committed nothing leaves no backup and no journal behind.
-- A rollback run restores them: the originals are swapped back, the replaced copy is deleted, the compaction's
-  journal marks the unit rolled back and its backup forgets it. The backup goes once nothing of it is left.
+- A rollback run restores them: the originals are swapped back, the replaced copy (only the files the compaction
+  wrote) goes to the Trash or is deleted, the compaction's journal marks the unit rolled back and its backup
+  forgets it. The backup goes once nothing of it is left.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.fs.storage import Storage, child
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
 from lakekeeper_dagster.engine.hive.stats import set_file_stats
-from lakekeeper_dagster.engine.protocol.journal import Journal
+from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted, finish_swap, restore_retired
 from lakekeeper_dagster.engine.statuses import RunStep, UnitState
 
@@ -120,7 +121,7 @@ def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, jour
     carried = finish_swap(storage, unit)
     journal.record(storage, UnitState.INSTALLED, i, carried=carried)
     kill_point(UnitState.INSTALLED)
-    storage.delete(unit.retired)
+    left = retire_copy(storage, unit)
     compaction = Journal.load(storage, unit.details["compaction_journal"])
     index = unit.details["compaction_unit"]
     if compaction.units[index].state != UnitState.ROLLED_BACK:
@@ -128,8 +129,21 @@ def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, jour
     if unit.spec and compaction.backup_table:
         backups.drop_partition(spark, backups.table_sql(info.database, compaction.backup_table), unit.spec)
     refresh(spark, info)
-    journal.record(storage, UnitState.COMMITTED, i)
+    journal.record(storage, UnitState.COMMITTED, i, left=left)
     kill_point(UnitState.COMMITTED)
+
+
+def retire_copy(storage: Storage, unit: UnitRecord) -> list[str]:
+    """Remove the compacted copy a rollback swapped out, only the files the compaction wrote (`unit.known`), each
+    moved to the Trash where the filesystem has one, else deleted (with its checksum file); then the directory if
+    nothing else is left in it. Re-entrant. Returns what was left there (files this run did not write)."""
+    for name in unit.known:
+        for path in (child(unit.retired, name), child(unit.retired, f".{name}.crc")):
+            if storage.exists(path) and not storage.move_to_trash(path):
+                storage.delete(path, recursive=False)
+    if not storage.exists(unit.retired) or storage.delete_empty_dir(unit.retired):
+        return []
+    return storage.list_names(unit.retired, directories=True) + storage.list_names(unit.retired, directories=False)
 
 
 def finish_restore(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:
