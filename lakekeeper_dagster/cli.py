@@ -18,7 +18,7 @@ from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name, validated_partition
 from lakekeeper_dagster.engine.hive.selection import resolve_tables
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
-from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
+from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, matching_backups, parse_duration
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.plan.report import render_report
@@ -217,7 +217,15 @@ def exit_code(codes: set[int]) -> int:
 def cmd_rollback(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     database, table = split_table_name(args.table, "--table")
     spark = open_spark(config)
-    for line in rollback_table(spark, database, table, args.partition, args.backup, owner=run_owner(None)):
+    for line in rollback_table(
+        spark,
+        database,
+        table,
+        args.partition,
+        args.backup,
+        owner=run_owner(None),
+        accepted_schemes=config.non_atomic_rename_schemes_accepted,
+    ):
         print(line)
     return 0
 
@@ -231,9 +239,9 @@ def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     older = parse_duration(args.older_than) if args.older_than is not None else None
     spark = open_spark(config)
     selection = {"database": args.database, "table": args.table, "older_than_seconds": older}
-    listed = cleanup_backups(spark, **selection, dry_run=True)
+    names = [backup.qualified_name for backup in matching_backups(spark, **selection)]
+    listed = cleanup_backups(spark, **selection, dry_run=True, only=names)
     print("\n".join(listed) or "no backups matched", flush=True)
-    names = [line.split()[2] for line in listed if line.startswith("would drop ")]
     if config.dry_run or not names:
         return 0
     print(

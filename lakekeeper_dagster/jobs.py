@@ -18,9 +18,6 @@ from lakekeeper_dagster.partitions import sync_partitions
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
-TABLE_PATTERN = r"^[^.\s]+\.[^.\s]+$"
-
-
 # The launchpad's values are checked inside the op, under engine_failures: a pydantic pattern or validator on a
 # dg.Config fails the step with a stack trace, a ConfigError fails it with its message. A value given but empty is
 # refused (it would select everything), never read as "not given".
@@ -57,7 +54,7 @@ class RollbackConfig(dg.Config):
 class CleanupConfig(dg.Config):
     """Opens as a dry run; a real run needs an age or an explicit confirmation (it cannot be undone)."""
 
-    table: str | None = Field(default=None, pattern=TABLE_PATTERN, description="backups of DB.TABLE")
+    table: str | None = Field(default=None, description="backups of DB.TABLE")
     database: str | None = Field(default=None, description="every backup in this database")
     older_than: str | None = Field(default=None, description="only backups older than this: 7d, 12h, 30m")
     delete_all_backups: bool = Field(
@@ -65,6 +62,22 @@ class CleanupConfig(dg.Config):
     )
     skip_trash: bool = False
     dry_run: bool = Field(default=True, description="only list what would be deleted; false deletes (irreversible)")
+
+    def older_than_seconds(self) -> int | None:
+        """The age limit; ConfigError for an empty or malformed table, database or age, or for a real run that
+        names neither an age nor `delete_all_backups` (it would delete every matching backup, however recent)."""
+        if self.table is not None:
+            split_table_name(self.table, "config.table")
+        if self.database is not None:
+            validated_name(self.database, "config.database")
+        older = parse_duration(self.older_than, "config.older_than") if self.older_than is not None else None
+        if not self.dry_run and older is None and not self.delete_all_backups:
+            raise ConfigError(
+                "cleanup with dry_run: false deletes backups irreversibly: set older_than (e.g. 7d) to delete "
+                "only old backups, or delete_all_backups: true to delete every matching backup. Nothing was "
+                "deleted."
+            )
+        return older
 
 
 class RecoverConfig(dg.Config):
@@ -111,7 +124,15 @@ def build_jobs(
         """Restore the pre-compaction files from a backup (appended files are kept)."""
         with engine_failures():
             database, table, partition, backup = config.target()
-            lines = rollback_table(spark.spark_session, database, table, partition, backup, run_owner(context.run_id))
+            lines = rollback_table(
+                spark.spark_session,
+                database,
+                table,
+                partition,
+                backup,
+                run_owner(context.run_id),
+                settings.non_atomic_rename_schemes_accepted,
+            )
         for line in lines:
             context.log.info(line)
 
@@ -120,14 +141,9 @@ def build_jobs(
         """Delete the originals kept by backups and drop them (irreversible); lists them only unless dry_run is
         false, and then only with older_than or delete_all_backups."""
         with engine_failures():
-            older = parse_duration(config.older_than) if config.older_than else None
-            if not config.dry_run and older is None and not config.delete_all_backups:
-                raise ConfigError(
-                    "cleanup with dry_run: false deletes backups irreversibly: set older_than (e.g. 7d) to delete "
-                    "only old backups, or delete_all_backups: true to delete every matching backup. Nothing was "
-                    "deleted."
-                )
-            databases = [config.database] if config.database or config.table else settings.tables.databases
+            older = config.older_than_seconds()
+            named = config.database is not None or config.table is not None
+            databases = [config.database] if named else settings.tables.databases
             lines = []
             for database in databases or [None]:
                 lines += cleanup_backups(

@@ -256,7 +256,7 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     unit = journal.units[item.index]
     label = run.label(unit)
     try:
-        wait_for_writers(storage, run.info.location, unit.live, label)  # root-level staging, in-progress files
+        wait_for_writers(storage, run.info.location, unit.live, label)  # in-progress files in the unit
         check_before_swap(storage, unit.live, item.snapshot.files, label)
     except UnitFailure as failure:
         item.failure = str(failure)
@@ -301,10 +301,23 @@ def _drop_failed(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     return ok
 
 
+def _wait_for_table_writers(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
+    """Before a partitioned table's swaps: no live writer staging at the table root (one listing a batch), else the
+    batch's units fail with nothing changed."""
+    if not items or not run.info.is_partitioned:
+        return items
+    try:
+        wait_for_writers(run.storage, run.info.location, None, run.info.qualified_name)
+    except UnitFailure as failure:
+        for item in items:
+            item.failure = str(failure)
+    return _drop_failed(run, items)
+
+
 def compact_batch(run: CompactionRun, items: list[BatchItem]) -> None:
     """Write, verify, back up, swap and commit one batch of units; each item's result says how it ended."""
     started = time.monotonic()
-    live = _back_up(run, _verify(run, _stage(run, items)))
+    live = _wait_for_table_writers(run, _back_up(run, _verify(run, _stage(run, items))))
     carried = {}
     for item in live:
         moved = _swap(run, item)

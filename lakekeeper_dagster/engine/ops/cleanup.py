@@ -114,6 +114,26 @@ def _remove(storage: Storage, location: str, skip_trash: bool) -> str:
     return "deleted"
 
 
+def matching_backups(
+    spark: SparkSession,
+    *,
+    database: str | None = None,
+    table: str | None = None,
+    older_than_seconds: int | None = None,
+) -> list[backups.Backup]:
+    """The backups of `table` (DB.TABLE), else of every table of `database`, at least `older_than_seconds` old."""
+    if table is not None:
+        db, _ = split_table_name(table)
+        found = backups.find_backups(spark, db, table)
+    elif database is not None:
+        found = backups.find_backups(spark, validated_name(database, "database"))
+    else:
+        raise OperationError("cleanup needs --table DB.TABLE or --database DB")
+    if older_than_seconds is not None:
+        found = [b for b in found if b.age_seconds() >= older_than_seconds]
+    return found
+
+
 def cleanup_backups(
     spark: SparkSession,
     *,
@@ -132,15 +152,7 @@ def cleanup_backups(
     journal recorded (names, sizes, modification times; names alone for journals without them). Every delete and
     the drop are fenced by the table's lease.
     """
-    if table:
-        db, _ = split_table_name(table)
-        found = backups.find_backups(spark, db, table)
-    elif database:
-        found = backups.find_backups(spark, database)
-    else:
-        raise OperationError("cleanup needs --table DB.TABLE or --database DB")
-    if older_than_seconds is not None:
-        found = [b for b in found if b.age_seconds() >= older_than_seconds]
+    found = matching_backups(spark, database=database, table=table, older_than_seconds=older_than_seconds)
     if only is not None:  # the backups a user was shown and confirmed: never one made since
         found = [b for b in found if b.qualified_name in only]
     storage = Storage(spark)
@@ -149,18 +161,21 @@ def cleanup_backups(
     for backup in found:
         units = _kept_units(storage, backup)
         dirs = [u.retired for u in units]
-        kept = _why_kept(storage, backup, units, references)
-        if kept:
-            lines.append(f"kept {backup.qualified_name} (backup of {backup.source}): {kept}; nothing of it deleted")
-            continue
         if dry_run:
+            kept = _why_kept(storage, backup, units, references)
             lines.append(
-                f"would drop {backup.qualified_name} (backup of {backup.source}) and delete {len(dirs)} "
+                f"kept {backup.qualified_name} (backup of {backup.source}): {kept}; nothing of it would be deleted"
+                if kept
+                else f"would drop {backup.qualified_name} (backup of {backup.source}) and delete {len(dirs)} "
                 f"director{'y' if len(dirs) == 1 else 'ies'}: {', '.join(dirs) or '-'}"
             )
             continue
         with TableLease(storage, _state_dir_of(backup), backup.source, new_run_id(), owner) as lease:
             _refuse_unfinished_runs(storage, backup)
+            kept = _why_kept(storage, backup, units, references)  # under the lease: no run of ours changes them now
+            if kept:
+                lines.append(f"kept {backup.qualified_name} (backup of {backup.source}): {kept}; nothing of it deleted")
+                continue
             outcomes = []
             for directory in dirs:
                 lease.ensure_held(f"deleting {directory}")

@@ -11,6 +11,7 @@ The backup is dropped only once the restore is complete.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
@@ -19,11 +20,13 @@ from lakekeeper_dagster.engine.fs.storage import DataFile, Storage, is_hidden
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import current_location
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
-from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
+from lakekeeper_dagster.engine.hive.placement import placement_refusal
 from lakekeeper_dagster.engine.protocol.checks import check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import commit_restored, finish_restore
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
+from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.statuses import RunKind, UnitState
 
 if TYPE_CHECKING:
@@ -71,6 +74,7 @@ def _check_unit(
     """The checks right before a rollback swap: location, writers, subdirectories, output unchanged, hidden files."""
     label = _label(info, unit)
     _check_location(spark, storage, info, unit)
+    wait_for_writers(storage, info.location, unit.live, label)  # in-progress files in the unit
     check_before_swap(storage, unit.live, snapshot, label)
     names = storage.list_names(unit.live, directories=False)
     data = {n for n in names if not is_hidden(n)}
@@ -81,6 +85,12 @@ def _check_unit(
             f"{label}: its directory holds hidden files this rollback would not carry back ({', '.join(foreign[:5])}). "
             "Nothing was changed. Move them out of the partition directory (or wait for their writer), then retry."
         )
+
+
+def _wait_for_table_writers(storage: Storage, info: TableInfo) -> None:
+    """No live writer staging at a partitioned table's root (one listing of the root)."""
+    if info.is_partitioned:
+        wait_for_writers(storage, info.location, None, info.qualified_name)
 
 
 def _plan_unit(
@@ -105,6 +115,7 @@ def _plan_unit(
         incoming=unit.retired,
         retired=sibling(unit.live, "rolledback", run_id),
         known=sorted(written),
+        snapshot={f.name: [f.size, f.modification_time] for f in present if f.name in written},
         details={"compaction_journal": compaction.directory, "compaction_unit": index},
     )
     return record, [f for f in present if f.name in written]
@@ -122,19 +133,32 @@ def rollback_table(
     partition: str | None = None,
     backup: str | None = None,
     owner: str = "",
+    accepted_schemes: Iterable[str] = (),
 ) -> list[str]:
-    """Restore the pre-compaction files from the most recent (or the named) backup; one line per restored unit."""
+    """Restore the pre-compaction files from the most recent (or the named) backup; one line per restored unit.
+
+    `accepted_schemes`: filesystems without atomic rename the operator accepts (`non_atomic_rename_schemes_accepted`).
+    """
     info = load_compactable(spark, database, table)
     storage = Storage(spark)
     run_id = new_run_id()
     with exclusive(spark, storage, info, run_id, owner) as lease:
         chosen, compaction = _choose_backup(spark, storage, info, partition, backup)
+        chosen_units = [
+            Unit(u.spec, u.live)
+            for u in compaction.units
+            if u.state == UnitState.COMMITTED and (partition is None or u.partition == partition)
+        ]
+        refused = placement_refusal(spark, storage, info, chosen_units, accepted_schemes)
+        if refused:
+            raise OperationError(f"table {info.qualified_name} cannot be rolled back: {refused}. Nothing was changed.")
         planned = [
             _plan_unit(storage, info, compaction, index, run_id)
             for index, unit in enumerate(compaction.units)
             if unit.state == UnitState.COMMITTED and (partition is None or unit.partition == partition)
         ]
         try:  # every unit checked before the first swap: a refusal changes nothing
+            _wait_for_table_writers(storage, info)
             for unit, snapshot in planned:
                 _check_unit(spark, storage, info, unit, snapshot)
         except UnitFailure as failure:
@@ -147,6 +171,8 @@ def rollback_table(
         lines: list[str] = []
         for i, (unit, snapshot) in enumerate(planned):
             try:
+                if i == 0:
+                    _wait_for_table_writers(storage, info)
                 _check_unit(spark, storage, info, unit, snapshot)  # again: right before this unit's swap
             except UnitFailure as failure:
                 for rest in range(i, len(units)):
@@ -156,7 +182,12 @@ def rollback_table(
             lease.ensure_held(f"restoring {unit.label}")
             journal.record(storage, UnitState.SWAPPING, i)
             kill_point(UnitState.SWAPPING)
-            commit_restored(spark, storage, info, journal, i)
+            undone = commit_restored(spark, storage, info, journal, i)
+            if undone:
+                for rest in range(i + 1, len(units)):
+                    journal.record(storage, UnitState.ABORTED, rest, error=undone)
+                finish_restore(spark, storage, info, journal)
+                raise _refused([u.label for u in units[:i]], OperationError(undone))
             details = journal.units[i].details
             carried, left = details.get("carried", 0), details.get("left", [])
             lines.append(

@@ -114,11 +114,17 @@ def finish_run(spark: SparkSession, storage: Storage, info: TableInfo, journal: 
         storage.delete(journal.directory)
 
 
-def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> None:
-    """Swap a rollback unit's originals back (re-entrant), drop the compacted copy and the backup's pointer."""
+def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str | None:
+    """Swap a rollback unit's originals back (re-entrant, verified like a compaction's swap), retire the compacted
+    copy, drop the backup's pointer, set the file statistics. None once committed; the reason when the swap was undone
+    because the compacted files changed meanwhile (the unit is then journaled aborted, its backup kept)."""
     unit = journal.units[i]
     journal.fence(f"restoring {unit.label}")
-    carried = finish_swap(storage, unit)
+    try:
+        carried = finish_swap(storage, unit, verify=True)
+    except SwapAborted as undone:
+        journal.record(storage, UnitState.ABORTED, i, error=str(undone))
+        return str(undone)
     journal.record(storage, UnitState.INSTALLED, i, carried=carried)
     kill_point(UnitState.INSTALLED)
     left = retire_copy(storage, unit)
@@ -128,9 +134,12 @@ def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, jour
         compaction.record(storage, UnitState.ROLLED_BACK, index)
     if unit.spec and compaction.backup_table:
         backups.drop_partition(spark, backups.table_sql(info.database, compaction.backup_table), unit.spec)
+    sizes = [f.size for f in storage.list_data_files(unit.live)]
+    set_file_stats(spark, info, [(unit.spec, len(sizes), sum(sizes))])
     refresh(spark, info)
     journal.record(storage, UnitState.COMMITTED, i, left=left)
     kill_point(UnitState.COMMITTED)
+    return None
 
 
 def retire_copy(storage: Storage, unit: UnitRecord) -> list[str]:

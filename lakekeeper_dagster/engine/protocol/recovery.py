@@ -75,8 +75,9 @@ def _recover_rollback(spark: SparkSession, storage: Storage, info: TableInfo, jo
         if unit.state == UnitState.PLANNED:
             journal.record(storage, UnitState.ABORTED, i, error="interrupted before the swap; nothing to undo")
             messages.append(f"{unit.label}: rollback had not started")
+        elif undone := commit_restored(spark, storage, info, journal, i):
+            messages.append(f"{unit.label}: rollback undone, the compacted files changed meanwhile ({undone})")
         else:
-            commit_restored(spark, storage, info, journal, i)
             messages.append(f"{unit.label}: rollback finished ({Recovery.ROLLED_FORWARD})")
     finish_restore(spark, storage, info, journal)
     return messages

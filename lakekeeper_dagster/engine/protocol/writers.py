@@ -66,15 +66,17 @@ def _filesystem_now(storage: Storage, table_location: str) -> int:
         storage.delete(probe)
 
 
-def find_writers(storage: Storage, table_location: str, live: str) -> list[Writer]:
-    """Staging directories at the table root and in-progress files in `live`, each with its age (two globs).
+def find_writers(storage: Storage, table_location: str, live: str | None) -> list[Writer]:
+    """Staging directories at the table root (when `live` is None) or in-progress files in `live`, with their age.
 
-    For an unpartitioned table the root is the unit: its staging directories are waited for by `check_before_swap`.
+    One glob: the root's lists the table's top directory (every partition of its first level), so it is done once
+    per batch, not once per unit. For an unpartitioned table the root is the unit: its staging directories are
+    waited for by `check_before_swap`.
     """
-    found = []
-    if live.rstrip("/") != table_location.rstrip("/"):
-        found += [(p, d, m, False) for p, d, m in storage.glob(f"{_literal(table_location)}/{ROOT_STAGING}")]
-    found += [(p, d, m, True) for p, d, m in storage.glob(f"{_literal(live)}/{IN_PROGRESS}")]
+    if live is None:
+        found = [(p, d, m, False) for p, d, m in storage.glob(f"{_literal(table_location)}/{ROOT_STAGING}")]
+    else:
+        found = [(p, d, m, True) for p, d, m in storage.glob(f"{_literal(live)}/{IN_PROGRESS}")]
     if not found:
         return []
     now = _filesystem_now(storage, table_location)
@@ -86,9 +88,9 @@ def find_writers(storage: Storage, table_location: str, live: str) -> list[Write
 
 
 def wait_for_writers(
-    storage: Storage, table_location: str, live: str, label: str, timeout: float | None = None
+    storage: Storage, table_location: str, live: str | None, label: str, timeout: float | None = None
 ) -> None:
-    """Wait until no live writer stages at the table root or writes a file in `live`; fail the unit otherwise.
+    """Wait until no live writer stages at the table root (`live` None) or writes a file in `live`; fail otherwise.
 
     Stale leftovers at the root are logged and let through; stale ones in `live` fail the unit (see the module).
     """
