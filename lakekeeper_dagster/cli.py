@@ -242,7 +242,7 @@ def cmd_cleanup(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     names = [backup.qualified_name for backup in matching_backups(spark, **selection)]
     listed = cleanup_backups(spark, **selection, dry_run=True, only=names)
     print("\n".join(listed) or "no backups matched", flush=True)
-    if config.dry_run or not names:
+    if args.dry_run or not names:
         return 0
     print(
         "cleanup is irreversible: the original files of these backups are removed and rollback is no longer "

@@ -2,7 +2,8 @@
 
 `LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step, or a
 step of the swap: `retiring` (checks done, right before the retire rename), `retired`, `installed_dir`,
-`installed`; `record_written:<step>` between writing a journal record's temporary file and renaming it into place;
+`installed`; `copy_retired` after a rollback retired the compacted copy; `record_written:<step>` between writing a
+journal record's temporary file and renaming it into place;
 `lease_judged_stale` between judging a lease stale and claiming its takeover). Recovery passes the same points, so
 a recovery can be killed too;
 `LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries, or

@@ -61,7 +61,7 @@ def test_compaction_killed_at_every_step_is_recovered(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["swapping", "retired", "installed_dir", "installed", "committed"])
+@pytest.mark.parametrize("point", ["swapping", "retired", "installed_dir", "installed", "copy_retired", "committed"])
 def test_rollback_killed_at_every_step_is_recovered(spark, metastore, database, data_dir, tmp_path, point):
     root = data_dir / "rb"
     table = make_table(spark, database, "rb", root, partitions=DATES[:1], files=4)

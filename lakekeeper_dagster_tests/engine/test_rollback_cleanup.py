@@ -181,3 +181,29 @@ def test_cleanup_keeps_a_backup_in_use_or_changed_and_drops_the_others(spark, da
     }
     assert old_rs.is_dir() and old_ch.is_dir() and victim.exists()
     assert len(data_files(old_rs)) == 3 and len(rows_of(spark, plain)) == 200
+
+
+def test_rollback_refuses_a_late_file_named_like_an_original_and_a_journal_without_its_outputs(
+    spark, database, data_dir
+):
+    """Hive reuses names (`000000_0`): a late file named like an original could not be carried back without
+    overwriting it, and a journal missing its write record cannot tell the compaction's files from later ones."""
+    root = data_dir / "nc"
+    table = make_table(spark, database, "nc", root, partitions=DATES[:1], files=3)
+    compact_table(spark, database, "nc", OPTIONS)
+    partition = root / "date=2024-01-01"
+    (old,) = root.glob(".lk-old-*")
+    late = partition / names(old)[0]
+    shutil.copy(data_files(old)[0], late)  # a writer reused an original's name
+    before, listing = rows_of(spark, table), names(partition)
+    with pytest.raises(OperationError, match=f"carry the names of original files .*{late.name}"):
+        rollback_table(spark, database, "nc")
+    assert rows_of(spark, table) == before and names(partition) == listing and len(names(old)) == 3
+
+    late.unlink()
+    journal = next((root.parent / ".lakekeeper-nc" / "journal").iterdir())
+    written = next(p for p in sorted(journal.glob("*.json")) if '"written"' in p.read_text())
+    written.write_text("{torn")  # damaged storage: the record of what the compaction wrote is gone
+    with pytest.raises(OperationError, match="does not list the files it wrote"):
+        rollback_table(spark, database, "nc")
+    assert names(partition) == [n for n in listing if n != late.name] and len(names(old)) == 3

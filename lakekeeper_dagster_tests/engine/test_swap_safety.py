@@ -241,3 +241,43 @@ def test_staging_gone_after_the_retire_rename_recovery_restores_the_originals(
     assert hidden_dirs(data_dir) == [] and find_backups(spark, database, table) == []
     assert [r.status for r in compact_table(spark, database, "sg", OPTIONS)] == ["compacted"]
     assert rows_of(spark, table) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("point", "meanwhile"),
+    [("retired", "overwritten"), ("swapping", "directory deleted"), ("swapping", "partition dropped")],
+)
+def test_recovery_of_a_swap_interrupted_then_changed_by_the_user(
+    spark, metastore, database, data_dir, tmp_path, point, meanwhile
+):
+    """Days may pass between a crash and `recover`: whatever the user did meanwhile stays as they left it, and the
+    table never stays blocked."""
+    table = make_table(spark, database, "ic", data_dir, partitions=DATES[:1], files=4)
+    before = rows_of(spark, table)
+    crashed = run_cli(["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    partition = data_dir / f"date={DAY}"
+    if meanwhile == "overwritten":  # the partition directory was retired: the overwrite creates it anew
+        spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (date='{DAY}') VALUES (7, 'new', 0), (8, 'new', 1)")
+        expected = [(7, "new", 0, DAY), (8, "new", 1, DAY)]
+    elif meanwhile == "directory deleted":
+        shutil.rmtree(partition)
+        expected = []
+    else:
+        spark.sql(f"ALTER TABLE {table} DROP PARTITION (date='{DAY}')")
+        expected = []
+
+    messages = recover(spark, [(database, "ic")])
+
+    assert rows_of(spark, table) == expected
+    assert not list(data_dir.glob(".lk-staging-*"))
+    if meanwhile == "overwritten":  # never merged: the originals wait, untouched, beside the user's new data
+        assert any("written again" in m for m in messages), messages
+        (aside,) = data_dir.glob(".lk-old-*")
+        assert len(data_files(aside)) == 4 and len(before) == 200
+    elif meanwhile == "directory deleted":
+        assert not partition.exists() and hidden_dirs(data_dir) == []
+        assert [r.status for r in compact_table(spark, database, "ic", OPTIONS)] == ["skipped"]  # not blocked
+    else:
+        assert len(data_files(partition)) == 1  # rolled forward; the dropped partition's statistics are not set

@@ -9,6 +9,7 @@ rows and their values).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.hive.model import TableInfo
@@ -22,6 +23,8 @@ TOTAL_SIZE = "totalSize"
 SPARK_TOTAL_SIZE = "spark.sql.statistics.totalSize"
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how the metastore names a null partition value
 
+
+log = logging.getLogger(__name__)
 
 def _scala_map(spark: SparkSession, values: dict) -> Any:
     """An immutable Scala Map of these entries (a partition spec, table or partition parameters)."""
@@ -69,7 +72,11 @@ def set_file_stats(spark: SparkSession, info: TableInfo, units: list[tuple[dict 
             client.alterTableProps(raw, _scala_map(spark, parameters))
             continue
         metastore_spec = {k: DEFAULT_PARTITION if v is None else v for k, v in spec.items()}
-        partition = client.getPartition(info.database, info.name, _scala_map(spark, metastore_spec))
+        found = client.getPartitionOption(info.database, info.name, _scala_map(spark, metastore_spec))
+        if found.isEmpty():  # dropped from the metastore meanwhile: nothing to describe
+            log.warning("%s: partition %s is gone from the metastore; its statistics are not set", info.sql_name, spec)
+            continue
+        partition = found.get()
         parameters = _counted(_python_map(partition.parameters()), file_count, total_bytes)
         changed.append(_with_parameters(partition, _scala_map(spark, parameters)))
     if changed:

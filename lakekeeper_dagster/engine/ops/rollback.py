@@ -101,8 +101,22 @@ def _plan_unit(
     label = _label(info, unit)
     if not storage.exists(unit.retired):
         raise OperationError(f"{label}: the original files ({unit.retired}) are gone; cannot roll back")
-    written = set(unit.details.get("output_files", []))
+    if not unit.details.get("output_files"):
+        raise OperationError(
+            f"{label}: compaction run {compaction.run_id}'s journal does not list the files it wrote (a record is "
+            f"missing or damaged in {compaction.directory}); rollback cannot tell them from later data. Nothing was "
+            "changed; restore by hand from the backup table."
+        )
+    written = set(unit.details["output_files"])
     present = storage.list_data_files(unit.live)
+    late = {f.name for f in present} - written
+    clashes = sorted(late & set(storage.list_names(unit.retired, directories=False)))
+    if clashes:
+        raise OperationError(
+            f"{label}: file(s) written since the compaction carry the names of original files ({', '.join(clashes[:3])}"
+            "): restoring the originals would need to overwrite them. Nothing was changed; rename those files in "
+            f"{unit.live} (keeping them visible), then retry."
+        )
     if not written <= {f.name for f in present}:
         raise OperationError(
             f"{label} no longer holds the files compaction run {compaction.run_id} wrote (it was compacted "

@@ -50,6 +50,11 @@ def check_before_swap(
     """No writer at work in `live` (waited for), no subdirectories, not an encryption zone root, and every snapshot
     file still there with the same size and modification time."""
     deadline = time.monotonic() + timeout
+    if not storage.exists(live):
+        raise UnitFailure(
+            f"{label}: its directory {live} was deleted during compaction (by another job, or a DROP PARTITION). "
+            "Nothing was changed; the staged copy is removed."
+        )
     entries = storage.list_entries(live)
     while busy := [n for n in entries.directories if is_hidden(n)]:
         # A writer committing straight into the directory keeps its work in hidden subdirectories (`_temporary`,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage, child
 from lakekeeper_dagster.engine.hive import backup as backups
@@ -20,7 +21,7 @@ from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
 from lakekeeper_dagster.engine.hive.stats import set_file_stats
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted, finish_swap, restore_retired
-from lakekeeper_dagster.engine.statuses import RunStep, UnitState
+from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, RunStep, UnitState
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,11 +32,11 @@ def refresh(spark: SparkSession, info: TableInfo) -> None:
     spark.catalog.refreshTable(info.sql_name)
 
 
-def swap_unit(storage: Storage, journal: Journal, index: int) -> int:
+def swap_unit(storage: Storage, journal: Journal, index: int, recovering: bool = False) -> int:
     """Swap one compaction unit, verified (re-entrant from any point a crash left it at); return the late files
     carried over. Raises `SwapAborted` once the swap is undone: the caller then calls `abort_unit`."""
     journal.fence(f"the swap of {journal.units[index].label}")
-    carried = finish_swap(storage, journal.units[index], verify=True)
+    carried = finish_swap(storage, journal.units[index], verify=True, recovering=recovering)
     kill_point("installed")
     return carried
 
@@ -53,7 +54,16 @@ def abort_unit(
     staged copy deleted, backup partition dropped, unit journaled `state`. The one path of a run that aborts a swap
     and of recovery rolling a unit back."""
     unit = journal.units[index]
-    restore_retired(storage, unit)
+    if unit.state not in SWAP_BEGUN and storage.exists(unit.retired):
+        # Journaled before its swap, yet retired: the journal lost a record (damaged storage). Putting "originals"
+        # back could duplicate every row; a person must look.
+        raise StorageError(
+            f"{unit.label}: the journal {journal.directory} says its swap never began, but {unit.retired} exists: "
+            "the journal is missing a record. Nothing was changed; inspect the partition and that directory."
+        )
+    aside = restore_retired(storage, unit)
+    if aside:
+        reason = f"{reason}; {aside}"
     storage.delete(unit.incoming)
     if journal.backup_table and unit.spec and table_exists(spark, info.database, journal.backup_table):
         backups.drop_partition(spark, backups.table_sql(info.database, journal.backup_table), unit.spec)
@@ -97,7 +107,7 @@ def commit_units(
     carried, aborted = {}, {}
     for i in indices:
         try:
-            carried[i] = swap_unit(storage, journal, i)
+            carried[i] = swap_unit(storage, journal, i, recovering=True)
         except SwapAborted as undone:
             aborted[i] = str(undone)
             abort_unit(spark, storage, info, journal, i, aborted[i])
@@ -114,20 +124,24 @@ def finish_run(spark: SparkSession, storage: Storage, info: TableInfo, journal: 
         storage.delete(journal.directory)
 
 
-def commit_restored(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str | None:
+def commit_restored(
+    spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int, recovering: bool = False
+) -> str | None:
     """Swap a rollback unit's originals back (re-entrant, verified like a compaction's swap), retire the compacted
     copy, drop the backup's pointer, set the file statistics. None once committed; the reason when the swap was undone
     because the compacted files changed meanwhile (the unit is then journaled aborted, its backup kept)."""
     unit = journal.units[i]
     journal.fence(f"restoring {unit.label}")
-    try:
-        carried = finish_swap(storage, unit, verify=True)
-    except SwapAborted as undone:
-        journal.record(storage, UnitState.ABORTED, i, error=str(undone))
-        return str(undone)
-    journal.record(storage, UnitState.INSTALLED, i, carried=carried)
-    kill_point(UnitState.INSTALLED)
+    if unit.state != UnitState.INSTALLED:  # once installed, the copy may already be retired: never swap again
+        try:
+            carried = finish_swap(storage, unit, verify=True, recovering=recovering)
+        except SwapAborted as undone:
+            journal.record(storage, UnitState.ABORTED, i, error=str(undone))
+            return str(undone)
+        journal.record(storage, UnitState.INSTALLED, i, carried=carried)
+        kill_point(UnitState.INSTALLED)
     left = retire_copy(storage, unit)
+    kill_point("copy_retired")
     compaction = Journal.load(storage, unit.details["compaction_journal"])
     index = unit.details["compaction_unit"]
     if compaction.units[index].state != UnitState.ROLLED_BACK:

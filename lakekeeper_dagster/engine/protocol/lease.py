@@ -252,6 +252,7 @@ class TableLease:
             self.storage.rename_strict(claim, aside)
         except StorageError:
             raise self._held(busy.format("")) from None
+        self._moved_what_was_judged(aside, claim, identity, busy.format(""))
         self.storage.delete(aside)
         if not self._create(claim):
             raise self._held(busy.format(""))
@@ -277,6 +278,9 @@ class TableLease:
                 self.storage.rename_strict(self.location, retired)
             except StorageError:
                 raise self._held("another process took over its stale lease at the same moment; retry") from None
+            self._moved_what_was_judged(
+                retired, self.location, stale, "another process took over its stale lease at the same moment; retry"
+            )
             self.storage.delete(retired)
             if not self._create(self.location):
                 raise self._held("another process took the lease at the same moment; retry")
@@ -284,6 +288,15 @@ class TableLease:
         finally:
             if (claimant := self._owner_of(claim)) is not None and claimant.token == self.me.token:
                 self.storage.delete(claim)
+
+    def _moved_what_was_judged(self, moved: str, origin: str, identity: str, why: str) -> None:
+        """Read back what a takeover rename moved: when it is not the lease or claim judged stale (`identity`) but a
+        newer one another taker created meanwhile, put it back and give up, so that one stays the only winner."""
+        owner = self._owner_of(moved)
+        now = owner.token if owner is not None else f"unreadable-{self.storage.modification_time(moved)}"
+        if now != identity:
+            self.storage.rename_strict(moved, origin)
+            raise self._held(why)
 
     def _modified_or_none(self) -> int | None:
         try:

@@ -75,7 +75,7 @@ def _recover_rollback(spark: SparkSession, storage: Storage, info: TableInfo, jo
         if unit.state == UnitState.PLANNED:
             journal.record(storage, UnitState.ABORTED, i, error="interrupted before the swap; nothing to undo")
             messages.append(f"{unit.label}: rollback had not started")
-        elif undone := commit_restored(spark, storage, info, journal, i):
+        elif undone := commit_restored(spark, storage, info, journal, i, recovering=True):
             messages.append(f"{unit.label}: rollback undone, the compacted files changed meanwhile ({undone})")
         else:
             messages.append(f"{unit.label}: rollback finished ({Recovery.ROLLED_FORWARD})")

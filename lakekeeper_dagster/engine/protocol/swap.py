@@ -45,7 +45,15 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
 
     The final delete is not recursive, so a data file that lands at the last moment makes it fail, not vanish.
     """
-    for name in storage.list_names(directory, directories=False):
+    names = storage.list_names(directory, directories=False)
+    for name in names:
+        # Only a moved data file's checksum (`.<name>.crc`, local filesystems) goes; any other hidden file (a writer's
+        # `.inprogress` or `.pending` file) is someone's work in progress.
+        if is_hidden(name) and not (name.startswith(".") and name.endswith(".crc") and name[1:-4] not in names):
+            raise StorageError(
+                f"{directory} was re-created during the swap and a writer is working in it ({name}); stop the writer, "
+                "then run `lakekeeper-dagster recover` (the new data is still in the staging directory)"
+            )
         if is_hidden(name):
             storage.delete(child(directory, name), recursive=False)
     if storage.list_names(directory, directories=True):
@@ -53,34 +61,29 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
     return storage.delete_empty_dir(directory)
 
 
-def restore_retired(storage: Storage, unit: UnitRecord) -> None:
+def restore_retired(storage: Storage, unit: UnitRecord) -> str | None:
     """Put the retired originals back as `live` (re-entrant; nothing to do when they were never retired).
 
-    When a writer re-created `live` meanwhile, each retired file is moved into it by one rename (exactly once, never
-    onto a file of the same name); a name both hold, or a subdirectory, is left in `retired` and reported.
+    When a writer re-created `live` meanwhile, the originals are NOT merged into it: an overwrite's new directory
+    and an append cannot be told apart, and merging would bring back rows an overwrite deleted. They stay in
+    `retired`, untouched, and the returned note says where; None when nothing was left aside.
     """
     live, retired = unit.live, unit.retired
     if not storage.exists(retired):
-        return
+        return None
     if not storage.exists(live):
         try:
             storage.rename_strict(retired, live)
-            return
+            return None
         except StorageError:
             if not storage.exists(live):
                 raise  # not a writer re-creating `live`: a real failure
-    clashes = []
-    for name in storage.list_names(retired, directories=False):
-        if storage.exists(child(live, name)):
-            clashes.append(name)
-        else:
-            storage.rename_file(child(retired, name), child(live, name))
-    if clashes or not storage.delete_empty_dir(retired):
-        raise StorageError(
-            f"cannot put the original files of {live} back: a writer re-created it meanwhile and "
-            f"{', '.join(clashes[:3]) or 'a subdirectory'} exists in both it and {retired}. Nothing was deleted: "
-            f"move the remaining entries of {retired} into {live} by hand, then run `lakekeeper-dagster recover`"
-        )
+    log.warning("%s was re-created by another writer; the files it held before are kept in %s", live, retired)
+    return (
+        f"another writer re-created {live} meanwhile, so the files it held before were left untouched in {retired}: "
+        "compare the two and move what you need back (lakekeeper-dagster refuses to work beside that directory "
+        "once no journal records it)"
+    )
 
 
 def _snapshot(unit: UnitRecord) -> dict[str, tuple[int, int] | None]:
@@ -89,15 +92,16 @@ def _snapshot(unit: UnitRecord) -> dict[str, tuple[int, int] | None]:
 
 
 def _abort(storage: Storage, unit: UnitRecord, why: str) -> SwapAborted:
-    restore_retired(storage, unit)
+    aside = restore_retired(storage, unit)
     return SwapAborted(
-        f"{unit.label}: {why}; the swap was undone, nothing of the compaction was installed and its files are as "
-        "the other job left them"
+        f"{unit.label}: {why}; the swap was undone, nothing of this run was installed and the directory is as the "
+        "other job left it" + (f" ({aside})" if aside else "")
     )
 
 
 def _verified(storage: Storage, unit: UnitRecord, directory: str, when: str) -> None:
-    changed = changed_files(_snapshot(unit), storage.list_data_files(directory))
+    files = storage.list_data_files(directory) if storage.exists(directory) else []  # deleted: every file is gone
+    changed = changed_files(_snapshot(unit), files)
     if changed:
         raise _abort(
             storage,
@@ -124,11 +128,13 @@ def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> None:
     kill_point("retired")
 
 
-def finish_swap(storage: Storage, unit: UnitRecord, verify: bool = False) -> int:
+def finish_swap(storage: Storage, unit: UnitRecord, verify: bool = False, recovering: bool = False) -> int:
     """Bring a unit from any point of its swap to the swapped state; return the number of files carried over.
 
-    With `verify` (compaction units), raise `SwapAborted` after undoing the swap when the snapshot changed before or
-    across the retire rename, when the attributes cannot be set, or when the staged data is gone.
+    With `verify`, raise `SwapAborted` after undoing the swap when the snapshot changed before or across the retire
+    rename, when the attributes cannot be set, or when the staged data is gone. `recovering` (a run interrupted
+    between the retire rename and the install, maybe days ago): a `live` directory found re-created is someone's
+    newer write (an overwrite or an append, which cannot be told apart), so the swap is undone too, never merged.
     """
     live, incoming, retired = unit.live, unit.incoming, unit.retired
     carried = 0
@@ -142,6 +148,8 @@ def finish_swap(storage: Storage, unit: UnitRecord, verify: bool = False) -> int
         if verify:
             # A writer that replaced or deleted a file between the last check and the rename is seen only here.
             _verified(storage, unit, retired, "while it was being swapped")
+            if recovering and storage.exists(live):
+                raise _abort(storage, unit, f"{live} was written again while its swap was interrupted")
         for attempt in range(INSTALL_ATTEMPTS):
             if storage.exists(live):
                 # A writer re-created the live directory after it was retired: its files are late arrivals.

@@ -26,6 +26,15 @@ READER_SETTINGS = {
     "spark.sql.files.ignoreMissingFiles": "false",
     "spark.sql.caseSensitive": "false",
     "spark.sql.parquet.fieldId.read.enabled": "false",
+    # Files that do not say how their old dates are stored (written by Hive or Impala, not Spark 3+) are read as
+    # Hive writes them, and written back the same way (`write_settings`): their stored values never shift.
+    "spark.sql.parquet.datetimeRebaseModeInRead": "LEGACY",
+    "spark.sql.parquet.int96RebaseModeInRead": "LEGACY",
+}
+# What a file that records no rebase mode gets written with: the read mode above, so the stored days are kept.
+_UNRECORDED_REBASE = {
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "LEGACY",
+    "spark.sql.parquet.int96RebaseModeInWrite": "LEGACY",
 }
 
 # footer attribute -> the SQL conf that writes it, and how a footer value becomes the conf's value
@@ -64,7 +73,7 @@ def input_encodings(footers: list[FileFooter], label: str) -> dict[str, str | bo
 
 def write_settings(encodings: dict[str, str | bool]) -> dict[str, str]:
     """Reader settings plus the SQL confs that write `encodings` (Hive's layout where the input says nothing)."""
-    settings = {**READER_SETTINGS, **HIVE_COMPATIBLE_WRITES}
+    settings = {**READER_SETTINGS, **HIVE_COMPATIBLE_WRITES, **_UNRECORDED_REBASE}
     settings.update({_WRITE_CONFS[attribute]: _conf_value(value) for attribute, value in encodings.items()})
     return settings
 
