@@ -42,7 +42,11 @@ def test_a_corrupt_journal_fails_the_run_with_the_engines_message(spark, locatio
     journal.mkdir(parents=True)
     (journal / "00000.json").write_text("{}")
     before, before_files = rows_of(spark, table), data_files(data_dir / "t")
-    message = f"journal {child(journal_root(read_table(spark, database, 't').location), RUN)} has no plan record"
+    message = (
+        f"journal {child(journal_root(read_table(spark, database, 't').location), RUN)} has no readable plan record, "
+        "so the run it describes cannot be recovered automatically. Inspect its records and the table's hidden .lk- "
+        "directories, then move it away."
+    )
     with dg.instance_for_test() as instance:
         if through == "recover_job":
             result = location.get_job_def("recover_job").execute_in_process(
@@ -68,5 +72,5 @@ def test_a_malformed_config_value_fails_the_run_with_the_engines_message(locatio
             run_config={"ops": {"cleanup": {"config": {"table": f"{database}.t", "older_than": "7x"}}}},
             raise_on_error=False,
         )
-    assert_failed_with(result, "cleanup", "--older-than '7x' is not a duration like 7d, 12h, 30m or 2w")
+    assert_failed_with(result, "cleanup", "config.older_than '7x' is not a duration like 7d, 12h, 30m or 2w")
     assert len(data_files(data_dir / "t")) == 3

@@ -143,8 +143,8 @@ def other_tables(spark: SparkSession, info: TableInfo, units: Sequence[Unit]) ->
 
     Cost: two metastore calls for the database (`listTables`, `getTablesByName`) and a few py4j calls per table;
     plus one `listPartitions` per other partitioned table whose root is at, above or below the table's location or
-    one of its units (the table's own backups among them). A partition of an unrelated table set to a location inside
-    this table is not seen, nor are tables of other databases.
+    one of its units. The table's own backups are skipped: its journals account for them. A partition of an
+    unrelated table set to a location inside this table is not seen, nor are tables of other databases.
     """
     catalog = external_catalog(spark)
     java = jvm(spark)
@@ -160,8 +160,11 @@ def other_tables(spark: SparkSession, info: TableInfo, units: Sequence[Unit]) ->
         qualified = f"{info.database}.{name}"
         root = str(hadoop_path(uri.get()).toString())
         own_backup = table.properties().get(BACKUP_SOURCE_PROPERTY)
-        if own_backup.isEmpty() or str(own_backup.get()) != info.qualified_name:
-            found.append(Placed(qualified, None, root))  # a backup of this table is created over its location
+        if not own_backup.isEmpty() and str(own_backup.get()) == info.qualified_name:
+            # A backup of this table is created over its location, and its partitions point at live directories
+            # from the backup step until the commit: the journals account for them (recovery settles a crashed run).
+            continue
+        found.append(Placed(qualified, None, root))
         if table.partitionColumnNames().isEmpty() or not _related(root, anchors):
             continue
         columns = [str(c) for c in scala_seq(table.partitionColumnNames())]

@@ -25,6 +25,7 @@ from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.statuses import RunKind, RunStep, UnitState
+from spark_resources.py4j import is_java_error
 
 HIDDEN_PREFIX = ".lk-"
 RECORD_WRITTEN_POINT = "record_written"  # fault point: a record's temporary file is written, not yet renamed
@@ -181,7 +182,9 @@ class Journal:
         for name in names:
             try:
                 records.append(json.loads(storage.read_text(child(directory, name))))
-            except ValueError:  # torn or damaged (JSONDecodeError, or bytes that are not UTF-8)
+            except Exception as error:  # torn or damaged: not JSON, not UTF-8, or failing its checksum
+                if not isinstance(error, ValueError) and not is_java_error(error, "ChecksumException"):
+                    raise
                 log.warning("journal record %s is unreadable (torn?): treated as absent", child(directory, name))
         if not records or records[0].get("step") != RunStep.PLAN:
             raise StorageError(
