@@ -4,24 +4,16 @@ session says, and columns the table does not declare (issue 15, items 12 and 13)
 from __future__ import annotations
 
 import dataclasses
-from contextlib import contextmanager
 
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, hidden_dirs, make_table, rows_of
+from spark_resources.py4j import session_conf
 
 
-@contextmanager
 def careless_cluster(spark, settings: dict[str, str]):
     """The session's SQL settings as a careless cluster default would have them, put back afterwards."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+    return session_conf(spark, settings)
 
 
 def _on_disk(root) -> dict[str, int]:
