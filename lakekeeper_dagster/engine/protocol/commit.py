@@ -70,6 +70,12 @@ def abort_unit(
     journal.record(storage, state, index, error=reason)
 
 
+def _set_file_stats(spark: SparkSession, storage: Storage, info: TableInfo, units: list[UnitRecord]) -> None:
+    """Set each unit's `numFiles`/`totalSize` to the data files its live directory holds now (one listing each)."""
+    sizes = [(u.spec, [f.size for f in storage.list_data_files(u.live)]) for u in units]
+    set_file_stats(spark, info, [(spec, len(files), sum(files)) for spec, files in sizes])
+
+
 def commit_swapped(
     spark: SparkSession,
     storage: Storage,
@@ -85,13 +91,12 @@ def commit_swapped(
         return
     units = [journal.units[i] for i in carried]
     backups.set_locations(spark, info.database, journal.backup_table, [(u.spec, u.retired) for u in units])
-    refresh(spark, info)
     if analyze_stats:
+        refresh(spark, info)  # ANALYZE sizes what Spark lists: the swapped directories, not its cached listing
         for unit in units:
             clause = f" {partition_clause(unit.spec)}" if unit.spec else ""
             spark.sql(f"ANALYZE TABLE {info.sql_name}{clause} COMPUTE STATISTICS NOSCAN")
-    sizes = [(u.spec, [f.size for f in storage.list_data_files(u.live)]) for u in units]
-    set_file_stats(spark, info, [(spec, len(files), sum(files)) for spec, files in sizes])
+    _set_file_stats(spark, storage, info, units)
     refresh(spark, info)
     previously = {i: int(journal.units[i].details.get("carried", 0)) for i in carried}
     journal.record_units(storage, UnitState.COMMITTED, {i: {"carried": n + previously[i]} for i, n in carried.items()})
@@ -148,8 +153,7 @@ def commit_restored(
         compaction.record(storage, UnitState.ROLLED_BACK, index)
     if unit.spec and compaction.backup_table:
         backups.drop_partition(spark, backups.table_sql(info.database, compaction.backup_table), unit.spec)
-    sizes = [f.size for f in storage.list_data_files(unit.live)]
-    set_file_stats(spark, info, [(unit.spec, len(sizes), sum(sizes))])
+    _set_file_stats(spark, storage, info, [unit])
     refresh(spark, info)
     journal.record(storage, UnitState.COMMITTED, i, left=left)
     kill_point(UnitState.COMMITTED)
