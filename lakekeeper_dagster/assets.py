@@ -9,6 +9,12 @@ from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.figures import (
+    checksum_check_metadata,
+    files_check_metadata,
+    rows_check_metadata,
+    unit_metadata,
+)
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -16,7 +22,6 @@ ROW_COUNT = "row_count_preserved"
 CHECKSUM = "content_checksum_matches"
 WITHIN_TARGET = "files_within_target"
 FORCE_TAG = "lakekeeper/force"
-ROW_COUNT_METADATA = "dagster/row_count"  # Dagster's documented key (its TableMetadataSet is not exported in 1.13)
 
 
 class CompactConfig(dg.Config):
@@ -29,70 +34,29 @@ class CompactConfig(dg.Config):
     )
 
 
-def unit_metadata(results: list[UnitResult]) -> dict:
-    """Numeric totals (plotted by the UI) and, per partition, what happened and why."""
-    compacted = [r for r in results if r.status == UnitStatus.COMPACTED]
-    metadata = {
-        "files_before": sum(r.files_before for r in results),
-        "files_after": sum(r.files_after for r in results),
-        "bytes_before": sum(r.bytes_before for r in results),
-        "bytes_after": sum(r.bytes_after for r in results),
-        "rows": sum(r.rows_after or 0 for r in compacted),
-        "target_files": sum(r.target_files for r in results),
-        "seconds": round(sum(r.seconds for r in results), 3),
-        "partitions_compacted": len(compacted),
-        "partitions_skipped": sum(r.status == UnitStatus.SKIPPED for r in results),
-        "partitions_failed": sum(r.status == UnitStatus.FAILED for r in results),
-        "backup_table": next((r.backup_table for r in compacted if r.backup_table), "") or "",
-        "reason": "; ".join(f"{r.partition or '(table)'}: {r.status}: {r.reason}" for r in results)[:4000],
-        "details": dg.MetadataValue.json([r.to_dict() for r in results]),
-    }
-    if compacted:
-        metadata[ROW_COUNT_METADATA] = metadata["rows"]
-    if len(results) == 1:
-        metadata["location"] = dg.MetadataValue.path(results[0].location)
-    return metadata
-
-
 def check_results(key: dg.AssetKey, results: list[UnitResult]) -> list[dg.AssetCheckResult]:
-    """The evidence of the engine's verification, per partition, in the checks' metadata."""
+    """The evidence of the engine's verification: each check's figures before/after at the top of its metadata."""
     verified = [r for r in results if r.rows_before is not None]
-    partitions = [r.partition or "(table)" for r in verified]
-
-    def figures(attr_before: str, attr_after: str) -> dict:
-        return {
-            "partitions": ", ".join(partitions) or "(none compacted)",
-            "before": dg.MetadataValue.json(
-                {p: getattr(r, attr_before) for p, r in zip(partitions, verified, strict=True)}
-            ),
-            "after": dg.MetadataValue.json(
-                {p: getattr(r, attr_after) for p, r in zip(partitions, verified, strict=True)}
-            ),
-        }
-
     unreadable = [r for r in results if r.status == UnitStatus.FAILED and r.rows_before is None]
     return [
         dg.AssetCheckResult(
             asset_key=key,
             check_name=ROW_COUNT,
             passed=all(r.row_count_preserved for r in verified) and not unreadable,
-            metadata={**figures("rows_before", "rows_after"), "unreadable": len(unreadable)},
+            metadata=rows_check_metadata(results),
         ),
         dg.AssetCheckResult(
             asset_key=key,
             check_name=CHECKSUM,
             passed=all(r.checksum_matches for r in verified) and not unreadable,
-            metadata=figures("checksum_before", "checksum_after"),
+            metadata=checksum_check_metadata(results),
         ),
         dg.AssetCheckResult(
             asset_key=key,
             check_name=WITHIN_TARGET,
             passed=all(r.files_after <= r.target_files for r in results if r.status == UnitStatus.COMPACTED),
             severity=dg.AssetCheckSeverity.WARN,
-            metadata={
-                "files_after": sum(r.files_after for r in results),
-                "target": sum(r.target_files for r in results),
-            },
+            metadata=files_check_metadata(results),
         ),
     ]
 

@@ -5,6 +5,7 @@ import dagster as dg
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
 from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.figures import backup_check_metadata
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -23,18 +24,8 @@ def build_backup_check(info: TableInfo, translator: HiveTableTranslator) -> dg.A
     def _check(spark: HiveSparkResource) -> dg.AssetCheckResult:
         with engine_failures():
             comparisons = verify_against_backup(spark.spark_session, info.database, info.name)
-        figures = {
-            c.partition or "(table)": {"live_rows": c.live_rows, "backup_rows": c.backup_rows, "matches": c.matches}
-            for c in comparisons
-        }
         return dg.AssetCheckResult(
-            passed=all(c.matches for c in comparisons),
-            metadata={
-                "backup_table": comparisons[0].backup_table if comparisons else "(no backup)",
-                "partitions_compared": len(comparisons),
-                "mismatches": sum(not c.matches for c in comparisons),
-                "figures": dg.MetadataValue.json(figures),
-            },
+            passed=all(c.matches for c in comparisons), metadata=backup_check_metadata(comparisons)
         )
 
     return _check

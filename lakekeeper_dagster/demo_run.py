@@ -44,7 +44,10 @@ def _report_run(key: str, result: dg.ExecuteInProcessResult) -> None:
         m = {k: v.value for k, v in materialization.materialization.metadata.items()}
         print(
             f"  {key}: materialized ({m['partitions_compacted']} compacted, {m['partitions_skipped']} skipped, "
-            f"{m['partitions_failed']} failed): files {m['files_before']} -> {m['files_after']}, rows {m['rows']}, "
+            f"{m['partitions_failed']} failed): files {m['files_before']} -> {m['files_after']}, "
+            f"rows {m.get('rows_before', '-')} -> {m.get('rows_after', '-')}, "
+            f"size {m['size_before']} -> {m['size_after']}, "
+            f"checksum {m.get('checksum_before', '-')} -> {m.get('checksum_after', '-')}, "
             f"backup {m['backup_table'] or '-'}"
         )
     for check in result.get_asset_check_evaluations():

@@ -17,8 +17,12 @@ import dagster as dg
 
 from lakekeeper_dagster.engine.hive.model import TableInfo
 
-# Dagster's documented table metadata key (its TableMetadataSet is not exported by dagster 1.13).
+# Dagster's documented metadata keys (its TableMetadataSet and UriMetadataSet are not exported by dagster 1.13).
 COLUMN_SCHEMA = "dagster/column_schema"
+TABLE_NAME = "dagster/table_name"
+STORAGE_KIND = "dagster/storage_kind"
+URI = "dagster/uri"
+PARTITION_COLUMN = "partition column"  # the description of a partition column in the column schema
 
 
 @dataclass(frozen=True)
@@ -49,22 +53,39 @@ class HiveTableTranslator:
         return dg.DynamicPartitionsDefinition(name=self.partitions_def_name(info)) if info.is_partitioned else None
 
     def metadata(self, info: TableInfo) -> dict[str, Any]:
-        """Location, format, codec, partition columns and the schema of the data columns."""
+        """Table name, location, format, codec, partition columns, and the schema of every column with Hive's
+        types, the partition columns described as such."""
+        columns = [
+            dg.TableColumn(c.name, c.type, description=PARTITION_COLUMN if c.name in info.partition_columns else None)
+            for c in info.columns
+        ]
         return {
-            "location": dg.MetadataValue.path(info.location or ""),
+            TABLE_NAME: info.qualified_name,
+            STORAGE_KIND: "hive",
+            URI: info.location or "",
             "format": info.file_format,
             "codec": info.codec_property or "(from the files)",
             "partition_columns": ", ".join(info.partition_columns) or "(none)",
-            COLUMN_SCHEMA: dg.TableSchema(columns=[dg.TableColumn(c.name, c.type) for c in info.data_columns]),
+            COLUMN_SCHEMA: dg.TableSchema(columns=columns),
         }
+
+    def description(self, info: TableInfo) -> str:
+        """What the table is and what materializing it does, for a partitioned or an unpartitioned table."""
+        if info.is_partitioned:
+            what = f"partitioned by {', '.join(info.partition_columns)}. Materializing a partition compacts its"
+        else:
+            what = "not partitioned. Materializing it compacts the table's"
+        return (
+            f"Hive external table {info.qualified_name} ({info.file_format}), {what} small files safely "
+            "(backup, verify, journaled swap)."
+        )
 
     def spec(self, info: TableInfo) -> dg.AssetSpec:
         """The table's asset: grouped by database, with its kinds, owners, tags, metadata and partitions."""
         return dg.AssetSpec(
             key=self.asset_key(info),
             group_name=info.database,
-            description=f"Hive external table {info.qualified_name} ({info.file_format}). Materializing a partition "
-            "compacts its small files safely (backup, verify, journaled swap).",
+            description=self.description(info),
             kinds={"spark", "hive", info.file_format},
             owners=list(self.owners) or None,
             tags=dict(self.tags) or None,

@@ -13,6 +13,20 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+# Spark keeps a char/varchar column as a string column whose metadata holds the declared type.
+CHAR_VARCHAR_TYPE = "__CHAR_VARCHAR_TYPE_STRING"
+
+
+def hive_types(schema_json: str) -> dict[str, str]:
+    """Each column's type as the metastore records it, from the catalog's schema: Spark writes a Hive column's
+    type as the declared char/varchar type, else as its catalog string (`timestamp`, not the `timestamp_ltz` that
+    DESCRIBE ... AS JSON prints; `decimal(10,2)`, `array<int>`)."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(json.loads(schema_json))
+    return {f.name: f.metadata.get(CHAR_VARCHAR_TYPE) or f.dataType.simpleString() for f in schema.fields}
+
+
 def _type_name(type_json: dict) -> str:
     name = type_json.get("name", "unknown")
     if name == "decimal":
@@ -43,12 +57,14 @@ def read_table(spark: SparkSession, database: str, table: str) -> TableInfo:
         raise CatalogError(f"table {database}.{table} does not exist in the metastore")
     sql_name = f"{quote_identifier(database)}.{quote_identifier(table)}"
     raw = json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {sql_name} AS JSON").collect()[0][0])
-    columns = tuple(
-        Column(c["name"], _type_name(c.get("type", {})), bool(c.get("nullable", True))) for c in raw["columns"]
-    )
     schema_json = None
     if raw.get("type") != "VIEW":
         schema_json = str(external_catalog(spark).getTable(database, table).schema().json())
+    types = hive_types(schema_json) if schema_json else {}  # a view's columns keep DESCRIBE's type names
+    columns = tuple(
+        Column(c["name"], types.get(c["name"]) or _type_name(c.get("type", {})), bool(c.get("nullable", True)))
+        for c in raw["columns"]
+    )
     return TableInfo(
         database=database,
         name=table,
