@@ -30,9 +30,7 @@ def _rows(spark, table: str, partition: str) -> int:
     return spark.table(table).where(f"date = '{partition.split('=')[1]}'").count()
 
 
-def test_a_compaction_reports_each_batch_and_each_units_steps_with_real_figures(
-    spark, database, data_dir, monkeypatch
-):
+def test_a_compaction_reports_each_batch_and_each_units_steps_with_real_figures(spark, database, data_dir, monkeypatch):
     table = make_table(spark, database, "pg", data_dir, partitions=DAYS, files=3, rows=50)
     before = rows_of(spark, table)
     sizes = {f"date={d['date']}": _size(data_dir / f"date={d['date']}") for d in DAYS}
