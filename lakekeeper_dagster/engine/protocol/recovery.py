@@ -16,7 +16,7 @@ from lakekeeper_dagster.engine.errors import LeaseHeldError, OperationError
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress
+from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.protocol.commit import (
     abort_unit,
     commit_restored,
@@ -155,6 +155,7 @@ def recover(
     """Recover the interrupted runs of these tables; a table whose lease a live process holds is left alone.
     `progress` hears of each unit recovered."""
     storage = Storage(spark)
+    progress = serialized(progress)
     messages = []
     for database, table in pairs:
         info = read_table(spark, database, table)
