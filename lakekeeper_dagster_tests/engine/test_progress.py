@@ -113,6 +113,20 @@ def test_skipped_units_and_an_unpartitioned_table_are_reported(spark, database, 
     assert skipped.step == Step.SKIPPED and skipped.describe().startswith("date=2024-03-01: skipped: ")
 
 
+def test_a_reporter_that_fails_changes_nothing_the_compaction_does(spark, database, data_dir):
+    table = make_table(spark, database, "bad", data_dir, partitions=DAYS[:2], files=3, rows=20)
+    before = rows_of(spark, table)
+
+    def broken(event: ProgressEvent) -> None:
+        raise ValueError(f"the log is unreachable ({event.step})")
+
+    results = compact_table(spark, database, "bad", OPTIONS, progress=broken)
+
+    assert [(r.status, r.files_after, r.rows_after) for r in results] == [("compacted", 1, 20)] * 2
+    assert rows_of(spark, table) == before
+    assert [d.split("-")[1] for d in hidden_dirs(data_dir)] == ["old", "old"]  # only the backup's originals
+
+
 class _Interrupted(BaseException):
     """What a Ctrl-C is to the engine: not an error it handles."""
 
