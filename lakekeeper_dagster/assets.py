@@ -114,8 +114,10 @@ def build_table_asset(
             force=config.force or context.run.tags.get(FORCE_TAG) == "true",
         )
         keys = run_units(context, config, info) if spec.partitions_def else None
-        with engine_failures():
-            results = compact_table(spark.spark_session, info.database, info.name, options, keys)
+        with engine_failures():  # each step of each partition on the run's log as it happens: the run page moves
+            results = compact_table(
+                spark.spark_session, info.database, info.name, options, keys, lambda e: context.log.info(e.describe())
+            )
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
         yield dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))

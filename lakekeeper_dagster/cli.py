@@ -11,6 +11,7 @@ from pathlib import Path
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
+from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_tables import create_demo_tables
 from lakekeeper_dagster.engine.errors import CatalogError, ConfigError, LakekeeperError
@@ -192,13 +193,11 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     for database, table in pairs:
         name = f"{database}.{table}"
         try:
-            results = compact_table(
-                spark,
-                database,
-                table,
-                config.compaction_options(database, table, owner=run_owner(None), sort_columns=sort, force=args.force),
-                [args.partition] if args.partition is not None else None,
-            )
+            owner = run_owner(None)
+            options = config.compaction_options(database, table, owner=owner, sort_columns=sort, force=args.force)
+            partitions = [args.partition] if args.partition is not None else None
+            with shown(name) as progress:  # on stderr: a bar on a terminal, else plain lines
+                results = compact_table(spark, database, table, options, partitions, progress)
         except USER_ERRORS as error:
             print(f"{name}: REFUSED: {error}", flush=True)
             codes.add(EXIT_BAD_INPUT if isinstance(error, BAD_INPUT) else EXIT_FAILED)

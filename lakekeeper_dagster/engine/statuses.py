@@ -73,3 +73,20 @@ class Recovery(Vocabulary):
 
     ROLLED_FORWARD = "rolled forward"
     ROLLED_BACK = "rolled back"
+
+
+class ProgressStep(Vocabulary):
+    """What a progress event reports (`plan/progress.py`): a run's plan, a batch, a unit's steps, a wait."""
+
+    PLANNED = "planned"  # the run's units to compact, batches and bytes
+    BATCH = "batch"  # a batch starts: its units and bytes
+    WAITING = "waiting"  # for a writer, a long Spark job
+    WRITTEN = "written"
+    VERIFIED = "verified"
+    SWAPPED = "swapped"
+    COMMITTED = "committed"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    RECOVERED = "recovered"  # an interrupted run's unit finished or undone
+    RESTORED = "restored"  # a rollback's unit
+    CLEANED = "cleaned"  # a backup dropped (or kept) by cleanup

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from lakekeeper_dagster.engine.fs.storage import DirEntries, Storage, child
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
+from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.engine.protocol.checks import check_before_swap, refuse_subdirectories
 from lakekeeper_dagster.engine.protocol.commit import abort_unit, commit_swapped, swap_unit
@@ -43,7 +45,7 @@ from lakekeeper_dagster.engine.rewrite.fingerprint import (
 )
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, undeclared_columns
-from lakekeeper_dagster.engine.statuses import RunStep, UnitState, UnitStatus
+from lakekeeper_dagster.engine.statuses import ProgressStep, RunStep, UnitState, UnitStatus
 from spark_resources.py4j import isolated_session, java_cause, job_description
 
 if TYPE_CHECKING:
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
+
+SPARK_REPORT_SECONDS = 30.0  # while a batch's Spark writes run, say so this often
+_COMMITTED_FIGURES = ("files_before", "files_after", "bytes_before", "bytes_after", "rows_before", "rows_after")
 
 
 @dataclass
@@ -65,6 +70,7 @@ class CompactionRun:
     sort_columns: tuple[str, ...]
     journal: Journal
     lease: TableLease
+    progress: Progress = no_progress  # `serialized`: the batch's writer threads report too
 
     def ensure_backup(self) -> str:
         if self.journal.backup_table is None:
@@ -79,6 +85,15 @@ class CompactionRun:
 
     def label(self, unit: UnitRecord) -> str:
         return self.info.qualified_name + (f" partition {unit.partition}" if unit.partition else "")
+
+    def report(self, step: ProgressStep, unit: UnitRecord | None = None, **figures) -> None:
+        """Tell `progress` that `unit` (None: the run) went through `step`, with its figures."""
+        partition = unit.partition if unit is not None else None
+        self.progress(ProgressEvent(step, self.info.qualified_name, partition, self.info.is_partitioned, **figures))
+
+    def waiting(self, unit: UnitRecord | None) -> Callable[[str], None]:
+        """What `wait_for_writers` calls when a writer makes `unit` (None: the batch) wait."""
+        return lambda what: self.report(ProgressStep.WAITING, unit, detail=what)
 
     def spark_job(self, what: str):
         """Label the Spark jobs started meanwhile in this thread: operation, table or partition, step."""
@@ -125,6 +140,7 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
     """
     unit = run.journal.units[item.index]
     label = run.label(unit)
+    started = time.monotonic()
     try:
         refuse_subdirectories(item.snapshot.directories, label)
         paths = [f.path for f in item.snapshot.files]
@@ -153,6 +169,16 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
                 f"metadata but Spark read {item.before.rows} (a file skipped or read short); the output was deleted "
                 "and the original files are untouched"
             )
+        staged = run.storage.list_data_files(unit.incoming)
+        run.report(
+            ProgressStep.WRITTEN,
+            unit,
+            files_before=len(paths),
+            files_after=len(staged),
+            bytes_before=item.plan.total_bytes,
+            bytes_after=sum(f.size for f in staged),
+            seconds=time.monotonic() - started,
+        )
     except UnitFailure as failure:
         item.failure = str(failure)
     except Exception as error:
@@ -167,10 +193,19 @@ def _stage(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     """Write every unit of the batch, `concurrent_jobs` Spark jobs at a time; the ones that wrote.
 
     Each writer has its own session clone (`_write_unit`), so no setting of the run's session changes meanwhile.
+    Every `SPARK_REPORT_SECONDS` the partitions whose Spark jobs still run are reported as waited for.
     """
     workers = min(run.options.batching.concurrent_jobs, len(items))
+    started = time.monotonic()
     with ThreadPoolExecutor(workers, thread_name_prefix="lk-write") as pool:
-        list(pool.map(lambda item: _write_unit(run, item), items))
+        futures = {pool.submit(_write_unit, run, item): item for item in items}
+        while pending := wait(futures, timeout=SPARK_REPORT_SECONDS).not_done:
+            names = sorted(run.journal.units[futures[f].index].partition or "the table" for f in pending)
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            so_far = f"{time.monotonic() - started:.0f} s so far"
+            run.report(ProgressStep.WAITING, detail=f"the Spark writes of {', '.join(names[:3])}{more} ({so_far})")
+        for future in futures:
+            future.result()
     return _drop_failed(run, items)
 
 
@@ -227,6 +262,14 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
             )
         elif changed:
             item.failure = f"{label}: verification failed: the output changed the files' encoding ({changed[0]}){kept}"
+        else:
+            run.report(
+                ProgressStep.VERIFIED,
+                journal.units[item.index],
+                rows_before=item.before.rows,
+                rows_after=output.rows,
+                checksum_matches=result.checksum_matches,
+            )
     journal.record_units(storage, UnitState.WRITTEN, written)
     kill_point(UnitState.WRITTEN)
     return _drop_failed(run, items)
@@ -256,7 +299,7 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     unit = journal.units[item.index]
     label = run.label(unit)
     try:
-        wait_for_writers(storage, run.info.location, unit.live, label)  # in-progress files in the unit
+        wait_for_writers(storage, run.info.location, unit.live, label, waiting=run.waiting(unit))  # files in the unit
         check_before_swap(storage, unit.live, item.snapshot.files, label)
     except UnitFailure as failure:
         item.failure = str(failure)
@@ -266,15 +309,18 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     journal.record(storage, UnitState.SWAPPING, item.index)
     kill_point(UnitState.SWAPPING)
     try:
-        return swap_unit(storage, journal, item.index)
+        moved = swap_unit(storage, journal, item.index)
     except SwapAborted as undone:
         item.failure = f"{run.info.qualified_name}{' partition' if unit.spec else ''} {undone}"
         abort_unit(run.spark, storage, run.info, journal, item.index, item.failure, UnitState.FAILED)
         item.result.status, item.result.reason = UnitStatus.FAILED, item.failure
         log.error("%s", item.failure)
+        run.report(ProgressStep.FAILED, unit, detail=item.failure)
         return None
     except Exception as error:
         raise _interrupted(run, label, error) from error
+    run.report(ProgressStep.SWAPPED, unit, detail=f"{moved} late file(s) carried over" if moved else "")
+    return moved
 
 
 def _interrupted(run: CompactionRun, label: str, error: Exception) -> OperationError:
@@ -298,6 +344,7 @@ def _drop_failed(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
         run.journal.record(run.storage, UnitState.FAILED, item.index, error=item.failure)
         item.result.status, item.result.reason = UnitStatus.FAILED, item.failure
         log.error("%s", item.failure)
+        run.report(ProgressStep.FAILED, unit, detail=item.failure)
     return ok
 
 
@@ -307,7 +354,7 @@ def _wait_for_table_writers(run: CompactionRun, items: list[BatchItem]) -> list[
     if not items or not run.info.is_partitioned:
         return items
     try:
-        wait_for_writers(run.storage, run.info.location, None, run.info.qualified_name)
+        wait_for_writers(run.storage, run.info.location, None, run.info.qualified_name, waiting=run.waiting(None))
     except UnitFailure as failure:
         for item in items:
             item.failure = str(failure)
@@ -331,6 +378,8 @@ def compact_batch(run: CompactionRun, items: list[BatchItem]) -> None:
         if item.index in carried:
             item.result.carried_files = carried[item.index]
             item.result.status, item.result.reason = UnitStatus.COMPACTED, item.plan.reason
+            figures = {name: getattr(item.result, name) for name in _COMMITTED_FIGURES}
+            run.report(ProgressStep.COMMITTED, run.journal.units[item.index], **figures)
     share = round((time.monotonic() - started) / len(items), 3)
     for item in items:  # the units of a batch run together: each gets an equal share of its wall time
         item.result.seconds = share

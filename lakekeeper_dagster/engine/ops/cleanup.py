@@ -12,9 +12,10 @@ from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import list_databases, list_tables
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name
+from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.protocol.journal import HIDDEN_PREFIX, Journal, UnitRecord, new_run_id
 from lakekeeper_dagster.engine.protocol.lease import TableLease
-from lakekeeper_dagster.engine.statuses import UnitState
+from lakekeeper_dagster.engine.statuses import ProgressStep, UnitState
 from spark_resources.py4j import external_catalog, jvm, scala_list, scala_seq
 
 if TYPE_CHECKING:
@@ -144,19 +145,21 @@ def cleanup_backups(
     dry_run: bool = False,
     owner: str = "",
     only: Collection[str] | None = None,
+    progress: Progress = no_progress,
 ) -> list[str]:
     """Delete the data of matching backups and drop them; one line per backup (what would happen with dry_run).
 
     A backup is kept (reported, nothing of it deleted) when the metastore points a table or partition other than
     the backup itself at one of its directories, or when a directory no longer holds the snapshot its compaction
     journal recorded (names, sizes, modification times; names alone for journals without them). Every delete and
-    the drop are fenced by the table's lease.
+    the drop are fenced by the table's lease. `progress` hears of each backup dropped or kept (not in a dry run).
     """
     found = matching_backups(spark, database=database, table=table, older_than_seconds=older_than_seconds)
     if only is not None:  # the backups a user was shown and confirmed: never one made since
         found = [b for b in found if b.qualified_name in only]
     storage = Storage(spark)
     references = metastore_locations(spark, storage) if found else {}
+    progress = serialized(progress)
     lines = []
     for backup in found:
         units = _kept_units(storage, backup)
@@ -175,6 +178,7 @@ def cleanup_backups(
             kept = _why_kept(storage, backup, units, references)  # under the lease: no run of ours changes them now
             if kept:
                 lines.append(f"kept {backup.qualified_name} (backup of {backup.source}): {kept}; nothing of it deleted")
+                progress(ProgressEvent(ProgressStep.CLEANED, backup.source, detail=lines[-1]))
                 continue
             outcomes = []
             for directory in dirs:
@@ -185,4 +189,5 @@ def cleanup_backups(
             storage.delete(backup.journal)
         done = "; ".join(outcomes) or "no data"
         lines.append(f"dropped {backup.qualified_name} (backup of {backup.source}); {done}")
+        progress(ProgressEvent(ProgressStep.CLEANED, backup.source, detail=lines[-1]))
     return lines

@@ -19,13 +19,14 @@ from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import placement_refusal
 from lakekeeper_dagster.engine.ops.batch import BatchItem, CompactionRun, compact_batch
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
+from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.plan.thresholds import batches
 from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit
 from lakekeeper_dagster.engine.protocol.commit import finish_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
-from lakekeeper_dagster.engine.statuses import RunKind, UnitStatus
+from lakekeeper_dagster.engine.statuses import ProgressStep, RunKind, UnitStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,9 +89,18 @@ def compact_table(
     table: str,
     options: CompactionOptions,
     partitions: list[str] | None = None,
+    progress: Progress = no_progress,
 ) -> list[UnitResult]:
-    """Compact the partitions of a table that need it (or the named ones); one result per unit."""
+    """Compact the partitions of a table that need it (or the named ones); one result per unit.
+
+    `progress` hears of the recovery of interrupted runs, the plan, each batch and each unit's steps as they happen.
+    """
     info = load_compactable(spark, database, table)
+    progress = serialized(progress)
+
+    def report(step: ProgressStep, unit: str | None = None, **figures) -> None:
+        progress(ProgressEvent(step, info.qualified_name, unit, info.is_partitioned, **figures))
+
     storage = Storage(spark)
     targets = _targets(spark, info, partitions)
     refused = placement_refusal(spark, storage, info, targets, options.non_atomic_rename_schemes_accepted)
@@ -104,7 +114,8 @@ def compact_table(
         raise unreachable
     sort_columns = resolve_sort_columns(info, options.sort_columns)
     run_id = new_run_id()
-    with exclusive(spark, storage, info, run_id, options.owner) as lease:  # a crashed run may have left it mid-swap
+    # a crashed run may have left the table mid-swap: recovered first
+    with exclusive(spark, storage, info, run_id, options.owner, progress) as lease:
         if not storage.exists(info.location):
             raise unreachable
         refuse_leftovers(storage, info, [t.location for t in targets])
@@ -124,6 +135,7 @@ def compact_table(
                         f"location {target.location} is missing",
                     )
                 )
+                report(ProgressStep.SKIPPED, target.partition, detail=results[-1].reason)
                 continue
             stats = DirStats.of(target.location, entries.files)
             plan = plan_unit(
@@ -141,18 +153,24 @@ def compact_table(
                         info, plan, UnitStatus.SKIPPED, skip, files_after=plan.file_count, bytes_after=plan.total_bytes
                     )
                 )
+                report(ProgressStep.SKIPPED, target.partition, detail=skip)
                 continue
             work.append((plan, entries, target))
         if not work:
             return results
         journal = _journal(info, options, run_id, work)
         journal.start(storage)
-        run = CompactionRun(spark, storage, info, options, data_schema(info), sort_columns, journal, lease)
+        run = CompactionRun(spark, storage, info, options, data_schema(info), sort_columns, journal, lease, progress)
         items = [
             BatchItem(i, plan, entries, _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id))
             for i, (plan, entries, _) in enumerate(work)
         ]
-        for batch in batches([item.plan.total_bytes for item in items], options.batching):
+        groups = batches([item.plan.total_bytes for item in items], options.batching)
+        files, size = sum(p.file_count for p, _, _ in work), sum(p.total_bytes for p, _, _ in work)
+        report(ProgressStep.PLANNED, units=len(work), batches=len(groups), files_before=files, bytes_before=size)
+        for number, batch in enumerate(groups, 1):
+            size = sum(items[i].plan.total_bytes for i in batch)
+            report(ProgressStep.BATCH, batch=number, batches=len(groups), units=len(batch), bytes_before=size)
             compact_batch(run, [items[i] for i in batch])
         results += [item.result for item in items]
         finish_run(spark, storage, info, journal)

@@ -22,12 +22,13 @@ from lakekeeper_dagster.engine.hive.catalog import current_location
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import placement_refusal
+from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.protocol.checks import check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import commit_restored, finish_restore
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
-from lakekeeper_dagster.engine.statuses import RunKind, UnitState
+from lakekeeper_dagster.engine.statuses import ProgressStep, RunKind, UnitState
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -148,15 +149,18 @@ def rollback_table(
     backup: str | None = None,
     owner: str = "",
     accepted_schemes: Iterable[str] = (),
+    progress: Progress = no_progress,
 ) -> list[str]:
     """Restore the pre-compaction files from the most recent (or the named) backup; one line per restored unit.
 
     `accepted_schemes`: filesystems without atomic rename the operator accepts (`non_atomic_rename_schemes_accepted`).
+    `progress` hears of the recovery of interrupted runs and of each unit restored (its line).
     """
     info = load_compactable(spark, database, table)
     storage = Storage(spark)
     run_id = new_run_id()
-    with exclusive(spark, storage, info, run_id, owner) as lease:
+    progress = serialized(progress)
+    with exclusive(spark, storage, info, run_id, owner, progress) as lease:
         chosen, compaction = _choose_backup(spark, storage, info, partition, backup)
         chosen_units = [
             Unit(u.spec, u.live)
@@ -213,5 +217,6 @@ def rollback_table(
                     else ""
                 )
             )
+            progress(ProgressEvent(ProgressStep.RESTORED, info.qualified_name, unit.partition, detail=lines[-1]))
         finish_restore(spark, storage, info, journal)
     return lines

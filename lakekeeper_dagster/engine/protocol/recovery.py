@@ -16,6 +16,7 @@ from lakekeeper_dagster.engine.errors import LeaseHeldError, OperationError
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.protocol.commit import (
     abort_unit,
     commit_restored,
@@ -33,7 +34,7 @@ from lakekeeper_dagster.engine.protocol.journal import (
     unstarted_runs,
 )
 from lakekeeper_dagster.engine.protocol.lease import TableLease
-from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, TERMINAL, Recovery, RunKind, UnitState
+from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, TERMINAL, ProgressStep, Recovery, RunKind, UnitState
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,8 +93,11 @@ def recover_journal(spark: SparkSession, storage: Storage, info: TableInfo, jour
     return [f"{prefix} {m}" for m in _RECOVER_BY_KIND[journal.kind](spark, storage, info, journal)]
 
 
-def recover_table(spark: SparkSession, storage: Storage, info: TableInfo, lease: TableLease) -> list[str]:
-    """Recover every unfinished run of the table, fenced by `lease` (which the caller holds)."""
+def recover_table(
+    spark: SparkSession, storage: Storage, info: TableInfo, lease: TableLease, progress: Progress = no_progress
+) -> list[str]:
+    """Recover every unfinished run of the table, fenced by `lease` (which the caller holds); `progress` hears of
+    each unit recovered."""
     messages = []
     for directory in unstarted_runs(storage, info.location):  # killed before its plan record was in place
         lease.ensure_held(f"removing the journal {directory} of a run that never started")
@@ -102,17 +106,22 @@ def recover_table(spark: SparkSession, storage: Storage, info: TableInfo, lease:
         if not journal.done:
             lease.ensure_held(f"the recovery of run {journal.run_id}")
             journal.fence = lease.ensure_held
-            messages += recover_journal(spark, storage, info, journal)
+            done = recover_journal(spark, storage, info, journal)
+            for message in done:
+                progress(ProgressEvent(ProgressStep.RECOVERED, info.qualified_name, detail=message))
+            messages += done
     for message in messages:
         log.warning("recovered: %s", message)
     return messages
 
 
 @contextmanager
-def exclusive(spark: SparkSession, storage: Storage, info: TableInfo, run_id: str, owner: str) -> Iterator[TableLease]:
+def exclusive(
+    spark: SparkSession, storage: Storage, info: TableInfo, run_id: str, owner: str, progress: Progress = no_progress
+) -> Iterator[TableLease]:
     """Hold the table's lease, with every interrupted run of the table recovered first: where every change starts."""
     with TableLease(storage, state_dir(info.location), info.qualified_name, run_id, owner) as lease:
-        recover_table(spark, storage, info, lease)
+        recover_table(spark, storage, info, lease, progress)
         yield lease
 
 
@@ -140,9 +149,13 @@ def refuse_leftovers(storage: Storage, info: TableInfo, unit_locations: list[str
         )
 
 
-def recover(spark: SparkSession, pairs: list[tuple[str, str]], owner: str = "") -> list[str]:
-    """Recover the interrupted runs of these tables; a table whose lease a live process holds is left alone."""
+def recover(
+    spark: SparkSession, pairs: list[tuple[str, str]], owner: str = "", progress: Progress = no_progress
+) -> list[str]:
+    """Recover the interrupted runs of these tables; a table whose lease a live process holds is left alone.
+    `progress` hears of each unit recovered."""
     storage = Storage(spark)
+    progress = serialized(progress)
     messages = []
     for database, table in pairs:
         info = read_table(spark, database, table)
@@ -150,7 +163,7 @@ def recover(spark: SparkSession, pairs: list[tuple[str, str]], owner: str = "") 
             continue
         try:
             with TableLease(storage, state_dir(info.location), info.qualified_name, new_run_id(), owner) as lease:
-                messages += recover_table(spark, storage, info, lease)
+                messages += recover_table(spark, storage, info, lease, progress)
         except LeaseHeldError as held:
             messages.append(f"{info.qualified_name}: left alone: {held}")
     return messages

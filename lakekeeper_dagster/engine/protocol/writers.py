@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lakekeeper_dagster.engine.errors import UnitFailure
@@ -88,19 +89,29 @@ def find_writers(storage: Storage, table_location: str, live: str | None) -> lis
 
 
 def wait_for_writers(
-    storage: Storage, table_location: str, live: str | None, label: str, timeout: float | None = None
+    storage: Storage,
+    table_location: str,
+    live: str | None,
+    label: str,
+    timeout: float | None = None,
+    waiting: Callable[[str], None] | None = None,
 ) -> None:
     """Wait until no live writer stages at the table root (`live` None) or writes a file in `live`; fail otherwise.
 
     Stale leftovers at the root are logged and let through; stale ones in `live` fail the unit (see the module).
+    `waiting` is told once what it waits for, when a live writer makes it wait.
     """
     timeout = WRITER_WAIT_SECONDS if timeout is None else timeout
     deadline = time.monotonic() + timeout
+    told = waiting is None
     while True:
         writers = find_writers(storage, table_location, live)
         live_writers = [w for w in writers if not w.stale]
         if not live_writers:
             break
+        if not told:
+            waiting(f"a write into the table ({', '.join(w.describe() for w in live_writers)}), up to {timeout:.0f} s")
+            told = True
         if time.monotonic() > deadline:
             raise UnitFailure(
                 f"{label}: a write into the table is in progress ({', '.join(w.describe() for w in live_writers)}) "
