@@ -126,7 +126,7 @@ def execute_request(
     defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest, run_config: dict | None = None
 ) -> dg.ExecuteInProcessResult:
     """Run what the sensor requested in this process, its job with its tags and run config, as the daemon would."""
-    return defs.get_job_def(request.job_name).execute_in_process(
+    return defs.resolve_job_def(request.job_name).execute_in_process(
         instance=instance,
         asset_selection=list(request.asset_selection),
         partition_key=request.partition_key,

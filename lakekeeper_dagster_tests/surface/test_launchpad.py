@@ -196,11 +196,15 @@ query ($selector: PipelineSelector!) {
   }
 }"""
 
-# Every job's op config (op -> fields with their launchpad defaults); rollback's table is required, on purpose.
+# Every job's op and what its launchpad opens with: the op config's defaults (Dagster leaves out the fields whose
+# default is null, "not set"); rollback's table is required, on purpose: a rollback always names its table.
 OP_CONFIG = {
-    "analyze_job": ("analyze_tables", {"tables": []}),
+    "analyze_job": ("analyze_tables", {"ops": {"analyze_tables": {"config": {"tables": []}}}}),
     "rollback_job": ("rollback", {}),
-    "cleanup_job": ("cleanup", {"delete_all_backups": False, "skip_trash": False, "dry_run": True}),
+    "cleanup_job": (
+        "cleanup",
+        {"ops": {"cleanup": {"config": {"delete_all_backups": False, "skip_trash": False, "dry_run": True}}}},
+    ),
     "recover_job": ("recover", {}),
     "sync_partitions_job": (None, {}),
     "observe_partitions_job": (None, {}),
@@ -220,20 +224,16 @@ def op_config_fields(schema: dict, op: str) -> list[dict]:
 
 def test_every_launchpad_opens_with_its_op_config_and_no_resources(workspace, database):
     _, context, location = workspace
-    compact = {"force": False, "sort_columns": [], "partitions": []}
+    compact = {"config": {"force": False, "sort_columns": [], "partitions": []}}
     expected = {
-        job_name(database, "ev"): (op_name(database, "ev"), compact),
-        job_name(database, "flat"): (op_name(database, "flat"), compact),
-        **OP_CONFIG,
+        job_name(database, t): (op_name(database, t), {"ops": {op_name(database, t): compact}}) for t in ("ev", "flat")
     }
-    for job, (op, defaults) in expected.items():
+    for job, (op, prefilled_yaml) in {**expected, **OP_CONFIG}.items():
         schema = gql(context, CONFIG_SCHEMA, {"selector": selector(location, job)})["runConfigSchemaOrError"]
         prefilled = yaml.safe_load(schema["rootDefaultYaml"]) or {}
-        assert "resources" not in prefilled, (job, schema["rootDefaultYaml"])  # Spark comes from the location
+        assert prefilled == prefilled_yaml, job  # no `resources:`: Spark's settings come from the location
         if op is None:
-            assert prefilled == {}, job
             continue
-        assert prefilled["ops"][op]["config"] == defaults, job
         for f in op_config_fields(schema, op):
             assert f["description"], (job, f["name"])
             if (op, f["name"]) in NO_DEFAULT:
@@ -244,7 +244,7 @@ def test_every_launchpad_opens_with_its_op_config_and_no_resources(workspace, da
 
 VALID = """
 query ($selector: PipelineSelector!, $config: RunConfigData!) {
-  isPipelineConfigValid(pipeline: $selector, runConfigData: $config) {
+  isPipelineConfigValid(pipeline: $selector, mode: "default", runConfigData: $config) {
     __typename ... on RunConfigValidationInvalid { errors { message } }
   }
 }"""
@@ -303,7 +303,7 @@ def test_bad_run_config_fails_every_job_with_the_engines_message_before_spark(sp
         instance.add_dynamic_partitions(partitions_def_name(database, "ev"), NAMES)
         for job, node, values, message in bad:
             partition = NAMES[0] if job == job_name(database, "ev") else None
-            result = defs.get_job_def(job).execute_in_process(
+            result = defs.resolve_job_def(job).execute_in_process(
                 instance=instance,
                 run_config={"ops": {node: {"config": values}}},
                 partition_key=partition,
@@ -321,4 +321,4 @@ def test_a_location_managing_no_table_loads_with_its_jobs(spark, metastore, data
     defs = build_definitions(config_for(metastore, database), spark)
     jobs = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
     assert "rollback_job" in jobs and not any(j.startswith("Compact__") for j in jobs)
-    assert defs.get_sensor_def(SENSOR_NAME).targets == []
+    assert defs.resolve_sensor_def(SENSOR_NAME).targets == []

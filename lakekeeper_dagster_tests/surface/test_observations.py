@@ -122,7 +122,7 @@ def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, dat
         assert request.job_name == job_name(database, "ev")
         # The daemon turns the request into a run of the table's job; the partitions are observed again meanwhile.
         pending = instance.create_run_for_job(
-            job_def=defs.get_job_def(request.job_name),
+            job_def=defs.resolve_job_def(request.job_name),
             run_config=request.run_config,
             tags=dict(request.tags),
             status=dg.DagsterRunStatus.NOT_STARTED,
