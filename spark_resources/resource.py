@@ -108,10 +108,11 @@ class HiveSparkResource(LazyPySparkResource):
 
 def code_location_resource(spark: HiveSparkResource) -> ResourceDefinition:
     """`spark` as the runs' resource, set by the code location alone: it takes no run config, so no launchpad shows
-    the Spark settings or lets one run change them. Each run still gets the resource's own lifecycle (the session
-    starts on first use, stops at teardown, Kerberos ticket renewed and closed)."""
+    the Spark settings and a run's config cannot change them. Each run still gets the resource's own lifecycle
+    (the session starts on first use, stops at teardown, Kerberos ticket renewed and closed)."""
 
     @resource(
+        config_schema={},  # none at all: a `resources:` block in a run's config is refused, not silently ignored
         description=f"Hive-enabled Spark session on the metastore {spark.metastore_uri}; its settings come from the "
         "code location's config, not from run config."
     )
