@@ -4,9 +4,10 @@ import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
-from lakekeeper_dagster.engine.hive.model import TableInfo, validated_partition
+from lakekeeper_dagster.engine.hive.model import TableInfo, validated_name, validated_partition
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import UnitResult
+from lakekeeper_dagster.engine.rewrite.schema import resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.failures import engine_failures
 from lakekeeper_dagster.figures import (
@@ -25,10 +26,14 @@ FORCE_TAG = "lakekeeper/force"
 
 
 class CompactConfig(dg.Config):
-    """Launchpad settings of a compaction run."""
+    """Launchpad settings of a compaction run; the defaults compact what the plan says needs it."""
 
-    force: bool = False
-    sort_columns: list[str] = []
+    force: bool = Field(
+        default=False, description="compact even the partitions the plan would skip (few or already large files)"
+    )
+    sort_columns: list[str] = Field(
+        default=[], description="sort the rewritten rows by these data columns; empty: the table's SORTED BY, if any"
+    )
     partitions: list[str] = Field(
         default=[], description="only these partitions of the run (the sensor's request); empty: all of them"
     )
@@ -61,12 +66,15 @@ def check_results(key: dg.AssetKey, results: list[UnitResult]) -> list[dg.AssetC
     ]
 
 
-def check_partitions(config: CompactConfig, info: TableInfo) -> None:
-    """Refuse, before anything starts, run-config partitions that are empty, blank or malformed (an empty name must
-    never widen a run), or given for a table that has no partitions."""
+def check_config(config: CompactConfig, info: TableInfo) -> None:
+    """Refuse, before anything starts Spark, run-config partitions that are empty, blank or malformed (an empty name
+    must never widen a run) or given for a table that has no partitions, and sort columns the table does not have."""
     with engine_failures():
         for name in config.partitions:
             validated_partition(name, "an entry of config.partitions")
+        for column in config.sort_columns:
+            validated_name(column, "an entry of config.sort_columns")
+        resolve_sort_columns(info, tuple(config.sort_columns))
     if config.partitions and not info.is_partitioned:
         raise dg.Failure(description=f"config.partitions is set but {info.qualified_name} has no partitions; remove it")
 
@@ -105,7 +113,7 @@ def build_table_asset(
         ],
     )
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
-        check_partitions(config, info)
+        check_config(config, info)
         options = settings.compaction_options(
             info.database,
             info.name,

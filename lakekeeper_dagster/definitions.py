@@ -9,12 +9,12 @@ import dagster as dg
 from lakekeeper_dagster.assets import build_table_asset
 from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.config import LakekeeperConfig, load_config
-from lakekeeper_dagster.jobs import build_jobs, cleanup_schedule
+from lakekeeper_dagster.jobs import build_jobs, cleanup_schedule, compaction_job
 from lakekeeper_dagster.managed import check_metastore, load_managed_tables
 from lakekeeper_dagster.observations import build_observe_job, observe_schedule
 from lakekeeper_dagster.sensors import build_file_count_sensor
 from lakekeeper_dagster.translator import HiveTableTranslator
-from spark_resources.resource import HiveSparkResource
+from spark_resources.resource import HiveSparkResource, code_location_resource
 from spark_resources.session import start_spark_session
 
 
@@ -39,13 +39,14 @@ def build_definitions(
     jobs = build_jobs(config, managed.tables, translator)
     cleanup_job = next(j for j in jobs if j.name == "cleanup_job")
     observe_job = build_observe_job(config, managed.tables, translator)
+    compaction = [compaction_job(info, translator) for info in managed.tables]
     return dg.Definitions(
         assets=[build_table_asset(info, config, translator) for info in managed.tables],
         asset_checks=[build_backup_check(info, translator) for info in managed.tables],
-        jobs=[*jobs, observe_job],
+        jobs=[*compaction, *jobs, observe_job],
         schedules=[cleanup_schedule(cleanup_job), observe_schedule(observe_job, config)],
-        sensors=[build_file_count_sensor(config, managed.tables, translator)],
-        resources={"spark": resource or spark_resource_for(config)},
+        sensors=[build_file_count_sensor(config, managed.tables, translator, compaction)],
+        resources={"spark": code_location_resource(resource or spark_resource_for(config))},
         executor=dg.in_process_executor,
     )
 

@@ -1,5 +1,7 @@
 """Jobs: sync Hive partitions into dynamic partitions, analyze, rollback, cleanup, recover; the cleanup schedule."""
 
+from typing import Any
+
 import dagster as dg
 from pydantic import Field
 
@@ -18,13 +20,19 @@ from lakekeeper_dagster.partitions import sync_partitions
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
-# The launchpad's values are checked inside the op, under engine_failures: a pydantic pattern or validator on a
-# dg.Config fails the step with a stack trace, a ConfigError fails it with its message. A value given but empty is
-# refused (it would select everything), never read as "not given".
+# Run config: Dagster's schema checks what it can express (types, required fields, unknown keys) in the launchpad
+# before a run starts; the ops check the rest (an empty or malformed name, a duration) first thing, under
+# engine_failures, before anything starts Spark, so a bad value fails the run at once with the engine's ConfigError
+# message. A pydantic pattern or validator on a dg.Config would fail it with a stack trace instead. A value given
+# but empty is refused (it would select everything), never read as "not given". Table names are strings, not an
+# Enum of the managed tables: rollback, cleanup and recover must also reach a table this location no longer manages
+# (dropped from `tables:`, or refused after a crash), and a location managing no table must still load.
 
 
 class AnalyzeConfig(dg.Config):
-    database: str | None = Field(default=None, description="every table of this database")
+    """Which tables the dry-run report covers; both empty: the managed tables."""
+
+    database: str | None = Field(default=None, description="every table of this database (default: none)")
     tables: list[str] = Field(default=[], description="these DB.TABLE names; empty: the managed tables")
 
     def selection(self) -> tuple[str | None, list[str] | None]:
@@ -37,8 +45,12 @@ class AnalyzeConfig(dg.Config):
 
 
 class RollbackConfig(dg.Config):
-    table: str = Field(description="DB.TABLE to restore")
-    partition: str | None = Field(default=None, description="only this Hive partition, e.g. date=2024-01-01")
+    """What to restore; `table` has no default: a rollback always names its table."""
+
+    table: str = Field(description="DB.TABLE to restore (required)")
+    partition: str | None = Field(
+        default=None, description="only this Hive partition, e.g. date=2024-01-01; default: every partition backed up"
+    )
     backup: str | None = Field(default=None, description="this backup table (default: the most recent)")
 
     def target(self) -> tuple[str, str, str | None, str | None]:
@@ -54,13 +66,13 @@ class RollbackConfig(dg.Config):
 class CleanupConfig(dg.Config):
     """Opens as a dry run; a real run needs an age or an explicit confirmation (it cannot be undone)."""
 
-    table: str | None = Field(default=None, description="backups of DB.TABLE")
-    database: str | None = Field(default=None, description="every backup in this database")
+    table: str | None = Field(default=None, description="backups of DB.TABLE (default: every managed database's)")
+    database: str | None = Field(default=None, description="every backup in this database (default: the managed ones)")
     older_than: str | None = Field(default=None, description="only backups older than this: 7d, 12h, 30m")
     delete_all_backups: bool = Field(
         default=False, description="without older_than, confirm that every matching backup goes, however recent"
     )
-    skip_trash: bool = False
+    skip_trash: bool = Field(default=False, description="delete for good instead of moving the files to the Trash")
     dry_run: bool = Field(default=True, description="only list what would be deleted; false deletes (irreversible)")
 
     def older_than_seconds(self) -> int | None:
@@ -81,8 +93,10 @@ class CleanupConfig(dg.Config):
 
 
 class RecoverConfig(dg.Config):
+    """Which tables' journals to settle; both empty: the managed tables."""
+
     table: str | None = Field(default=None, description="DB.TABLE; default: the managed tables")
-    database: str | None = Field(default=None, description="every table of this database")
+    database: str | None = Field(default=None, description="every table of this database (default: none)")
 
     def selection(self) -> tuple[str | None, list[str] | None]:
         """(database, tables) as resolve_tables takes them; ConfigError for an empty or malformed value."""
@@ -92,6 +106,19 @@ class RecoverConfig(dg.Config):
             return self.database, None
         split_table_name(self.table, "config.table")
         return self.database, [self.table]
+
+
+def compaction_job(info: TableInfo, translator: HiveTableTranslator) -> Any:
+    """The table's named compaction job (its asset and checks, its partitions): the job the UI's Materialize button,
+    a backfill and the sensor launch, so its runs are filed under the table, not under Dagster's hidden
+    `__ASSET_JOB`. Dagster does not export the type of an unresolved asset job, hence `Any`."""
+    return dg.define_asset_job(
+        name=translator.job_name(info),
+        selection=dg.AssetSelection.assets(translator.asset_key(info)),
+        description=f"Compact {info.qualified_name}: each selected partition is rewritten into fewer files, verified "
+        "and swapped in, its originals kept in a backup table. Run config: the asset's op config (force, "
+        "sort_columns, partitions); the Spark session comes from the code location's config.",
+    )
 
 
 def build_jobs(

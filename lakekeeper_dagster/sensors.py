@@ -4,6 +4,7 @@ import json
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 import dagster as dg
 
@@ -57,9 +58,13 @@ def _runs_by_table(
     runs: list[dg.DagsterRun], tables: list[TableInfo], translator: HiveTableTranslator
 ) -> dict[str, list[dg.DagsterRun]]:
     keys = {translator.asset_key(t): t.qualified_name for t in tables}
+    jobs = {translator.job_name(t): t.qualified_name for t in tables}
     by_table: dict[str, list[dg.DagsterRun]] = {}
     for run in runs:
-        for key in run.asset_selection or ():
+        if run.job_name in jobs:  # the table's compaction job, with or without an asset selection
+            by_table.setdefault(jobs[run.job_name], []).append(run)
+            continue
+        for key in run.asset_selection or ():  # Dagster's hidden asset job (several assets selected in the UI)
             if key in keys:
                 by_table.setdefault(keys[key], []).append(run)
     return by_table
@@ -97,17 +102,19 @@ def _new_observations(instance: dg.DagsterInstance, key: dg.AssetKey, after: int
 
 
 def run_request(run: RunPlan, info: TableInfo, translator: HiveTableTranslator) -> dg.RunRequest:
-    """One run of the table's asset over the planned partitions (one Spark session for all of them)."""
+    """One run of the table's compaction job over the planned partitions (one Spark session for all of them)."""
     key = translator.asset_key(info)
+    job_name = translator.job_name(info)
     tags = {TABLE_TAG: info.qualified_name}
     partitions = [p for p in run.partitions if p is not None]
     run_key = f"{info.qualified_name}:{len(partitions)}:{run.last_storage_id}"
     if not partitions:
-        return dg.RunRequest(run_key=run_key, asset_selection=[key], tags=tags)
+        return dg.RunRequest(run_key=run_key, job_name=job_name, asset_selection=[key], tags=tags)
     if len(partitions) > 1:
         tags |= {RANGE_START_TAG: partitions[0], RANGE_END_TAG: partitions[-1]}
     return dg.RunRequest(
         run_key=run_key,
+        job_name=job_name,
         asset_selection=[key],
         partition_key=partitions[0] if len(partitions) == 1 else None,
         tags=tags,
@@ -118,8 +125,8 @@ def run_request(run: RunPlan, info: TableInfo, translator: HiveTableTranslator) 
 def execute_request(
     defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest, run_config: dict | None = None
 ) -> dg.ExecuteInProcessResult:
-    """Run what the sensor requested in this process, with its tags and run config, as the daemon would launch it."""
-    return defs.get_implicit_global_asset_job_def().execute_in_process(
+    """Run what the sensor requested in this process, its job with its tags and run config, as the daemon would."""
+    return defs.resolve_job_def(request.job_name).execute_in_process(
         instance=instance,
         asset_selection=list(request.asset_selection),
         partition_key=request.partition_key,
@@ -135,15 +142,16 @@ def _named(units: Sequence[str | None]) -> str:
 
 
 def build_file_count_sensor(
-    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator, jobs: Sequence[Any]
 ) -> dg.SensorDefinition:
-    """The code location's sensor; off by default (turn it on in the UI or with `dagster sensor start`)."""
+    """The code location's sensor over the tables' compaction `jobs`; off by default (turn it on in the UI or with
+    `dagster sensor start`)."""
     by_name = {t.qualified_name: t for t in sorted(tables, key=lambda t: t.qualified_name)}
     thresholds = settings.sensor
 
     @dg.sensor(
         name=SENSOR_NAME,
-        asset_selection=dg.AssetSelection.assets(*[translator.asset_key(t) for t in by_name.values()]),
+        jobs=list(jobs) or None,
         minimum_interval_seconds=thresholds.minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Requests compaction of the partitions whose newest observed file count is at least "

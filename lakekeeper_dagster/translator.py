@@ -40,6 +40,15 @@ class HiveTableTranslator:
         """The op that compacts the table (the name its run config is keyed by)."""
         return _identifier(info)
 
+    def job_name(self, info: TableInfo) -> str:
+        """`Compact__<database>__<table>`: the table's compaction job, launched by the UI, backfills and the sensor.
+
+        The UI's Materialize button launches the first job, in name order, that holds the asset (the asset page names
+        no preferred job), and Dagster's hidden `__ASSET_JOB` holds every asset: a name that starts with a capital
+        sorts first (`C` < `_`), so the button launches this job, not the hidden one.
+        """
+        return _identifier(info, prefix="Compact")
+
     def pool(self, info: TableInfo) -> str:
         """The concurrency pool of the table: runs compacting the same table queue behind each other."""
         return f"lakekeeper/{info.database}.{info.name}"
@@ -94,6 +103,6 @@ class HiveTableTranslator:
         )
 
 
-def _identifier(info: TableInfo) -> str:
-    """`hive__<database>__<table>`, anything but letters, digits and `_` replaced by `_`: a valid Dagster name."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", f"hive__{info.database}__{info.name}")
+def _identifier(info: TableInfo, prefix: str = "hive") -> str:
+    """`<prefix>__<database>__<table>`, anything but letters, digits and `_` replaced by `_`: a valid Dagster name."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"{prefix}__{info.database}__{info.name}")

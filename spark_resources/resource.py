@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dagster import InitResourceContext
+from dagster import InitResourceContext, ResourceDefinition, build_resources, resource
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
@@ -104,3 +104,20 @@ class HiveSparkResource(LazyPySparkResource):
         if self._kerberos is not None and self._spark_session is None:
             self._kerberos.close()
             self._kerberos = None
+
+
+def code_location_resource(spark: HiveSparkResource) -> ResourceDefinition:
+    """`spark` as the runs' resource, set by the code location alone: it takes no run config, so no launchpad shows
+    the Spark settings and a run's config cannot change them. Each run still gets the resource's own lifecycle
+    (the session starts on first use, stops at teardown, Kerberos ticket renewed and closed)."""
+
+    @resource(
+        config_schema={},  # none at all: a `resources:` block in a run's config is refused, not silently ignored
+        description=f"Hive-enabled Spark session on the metastore {spark.metastore_uri}; its settings come from the "
+        "code location's config, not from run config."
+    )
+    def hive_spark(context: InitResourceContext):
+        with build_resources({"spark": spark}, instance=context.instance) as built:
+            yield built.spark
+
+    return hive_spark

@@ -17,3 +17,11 @@ def asset_key(database: str, table: str) -> dg.AssetKey:
 
 def partitions_def_name(database: str, table: str) -> str:
     return TRANSLATOR.partitions_def_name(SimpleNamespace(database=database, name=table))
+
+
+def job_name(database: str, table: str) -> str:
+    return TRANSLATOR.job_name(SimpleNamespace(database=database, name=table))
+
+
+def op_name(database: str, table: str) -> str:
+    return TRANSLATOR.op_name(SimpleNamespace(database=database, name=table))

@@ -50,6 +50,8 @@ def test_definitions_snapshot(location, database):
     checks = sorted(k.name for k in graph.asset_check_keys if k.asset_key == asset_key(database, "ev"))
     assert checks == sorted([ROW_COUNT, CHECKSUM, WITHIN_TARGET, LIVE_MATCHES_BACKUP])
     assert sorted(j.name for j in location.jobs if not j.name.startswith("__")) == [
+        f"Compact__{database}__ev",
+        f"Compact__{database}__flat",
         "analyze_job",
         "cleanup_job",
         "observe_partitions_job",

@@ -11,7 +11,7 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG, execute_request
-from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
+from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
 
 DAYS = [{"date": f"2024-02-0{day}"} for day in (1, 2, 3, 4)]
@@ -115,14 +115,14 @@ def test_sensor_requests_partitions_over_threshold_once_and_its_cursor_survives_
 
 def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, database, tables, monkeypatch, capfd):
     defs = definitions(spark, metastore, database)
-    job = defs.get_implicit_global_asset_job_def()
     with dg.instance_for_test() as instance:
         run_observation(defs, instance)
         first = tick(defs, instance)
         (request,) = first.run_requests
-        # The daemon turns the request into a run; the partitions are observed again before it starts.
+        assert request.job_name == job_name(database, "ev")
+        # The daemon turns the request into a run of the table's job; the partitions are observed again meanwhile.
         pending = instance.create_run_for_job(
-            job_def=job,
+            job_def=defs.resolve_job_def(request.job_name),
             run_config=request.run_config,
             tags=dict(request.tags),
             status=dg.DagsterRunStatus.NOT_STARTED,
@@ -202,6 +202,7 @@ def test_a_partition_list_outside_the_run_is_refused_untouched(spark, metastore,
     with dg.instance_for_test() as instance:
         run_observation(defs, instance)
         request = dg.RunRequest(
+            job_name=job_name(database, "ev"),
             asset_selection=[asset_key(database, "ev")],
             partition_key=NAMES[1],
             run_config={"ops": {f"hive__{database}__ev": {"config": {"partitions": [NAMES[0]]}}}},
