@@ -8,6 +8,7 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.model import partition_clause
 from lakekeeper_dagster.partition_sensor import PARTITIONS_SENSOR, STATE
+from lakekeeper_dagster.sensors import SENSOR_NAME
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
 
@@ -62,6 +63,7 @@ def test_partitions_appear_registered_and_compaction_shows(spark, metastore, dat
     write_files(spark, f"file:{data_dir / 'ev' / NAMES[1]}", 500, 10, 1, "parquet")
     spark.sql(f"ALTER TABLE {table} ADD {partition_clause(DAYS[2])}")
     spark.sql(f"REFRESH TABLE {table}")
+    make_table(spark, database, "flat", data_dir / "flat", files=2, rows=20)
     config = parse_config({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}}, "t")
     defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
     assert defs.get_sensor_def(PARTITIONS_SENSOR).default_status == dg.DefaultSensorStatus.RUNNING
@@ -78,7 +80,13 @@ def test_partitions_appear_registered_and_compaction_shows(spark, metastore, dat
         assert (figures[NAMES[0]]["needs_compaction"], figures[NAMES[0]]["file_count"]) == (True, 4)
         assert (figures[NAMES[1]]["needs_compaction"], figures[NAMES[1]]["file_count"]) == (False, 1)
         assert latest(instance, key, NAMES[0]).run_id == ""  # reported by the sensor, no run
+        flat = instance.get_latest_materialization_event(asset_key(database, "flat")).asset_materialization
+        assert (flat.metadata[STATE].value, flat.metadata["file_count"].value) == ("existing", 2)
         assert tick(defs, instance).asset_events == []  # registered once
+        # The registration's observations are what file_count_sensor reads: it asks for the partition to compact.
+        with dg.build_sensor_context(instance=instance) as context:
+            requests = defs.get_sensor_def(SENSOR_NAME)(context).run_requests
+        assert [r.partition_key for r in requests if r.asset_selection == [key]] == [NAMES[0]]
 
         before = rows_of(spark, table)
         run = defs.get_implicit_global_asset_job_def().execute_in_process(
