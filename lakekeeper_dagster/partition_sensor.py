@@ -27,6 +27,7 @@ PARTITIONS_SENSOR = "hive_partitions_sensor"
 INTERVAL_SECONDS = 120
 STATE = "lakekeeper/state"
 EXISTING = "existing"  # registered: data found in place, never compacted by lakekeeper
+UNCHANGED = "the Hive partitions are unchanged and every one holding data is registered"
 
 
 def registration(key: dg.AssetKey, plan: UnitPlan) -> list[dg.AssetMaterialization | dg.AssetObservation]:
@@ -108,7 +109,7 @@ def build_partitions_sensor(
                         f"{sum(p.needs_compaction for p in plans)} of them need compaction"
                     )
         if not requests and not events:
-            return dg.SensorResult(skip_reason="the Hive partitions are unchanged and every one holding data is known")
+            return dg.SensorResult(skip_reason=UNCHANGED)
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events)
 
     return hive_partitions_sensor

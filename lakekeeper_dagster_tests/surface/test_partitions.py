@@ -1,13 +1,28 @@
-"""What the asset's Partitions tab shows, before any job and after a compaction: real Spark, metastore and files."""
+"""What the asset's Partitions tab shows, before any job and after a compaction: real Spark, metastore and files,
+the real sensor daemon and the webserver's GraphQL, in process (Dagster's test utilities, private API)."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import dagster as dg
+from dagster._core.remote_origin import InProcessCodeLocationOrigin
+from dagster._core.test_utils import (
+    InProcessTestWorkspaceLoadTarget,
+    create_test_daemon_workspace_context,
+    freeze_time,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._daemon.sensor import execute_sensor_iteration
+from dagster_graphql.test.utils import execute_dagster_graphql
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.model import partition_clause
-from lakekeeper_dagster.partition_sensor import PARTITIONS_SENSOR, STATE
+from lakekeeper_dagster.partition_sensor import INTERVAL_SECONDS, PARTITIONS_SENSOR, STATE, UNCHANGED
 from lakekeeper_dagster.sensors import SENSOR_NAME
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
@@ -17,32 +32,58 @@ NAMES = [f"date={d['date']}" for d in DAYS]
 MATERIALIZED = "MATERIALIZED"
 
 
-def apply(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
-    """What the sensor daemon does with a tick's result (dagster 1.13 `_evaluate_sensor`): its asset events are
-    reported runless, then its dynamic partition requests are applied."""
-    for event in result.asset_events:
-        instance.report_runless_asset_event(event)
-    for request in result.dynamic_partitions_requests or []:
-        if isinstance(request, dg.AddDynamicPartitionsRequest):
-            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-        else:
-            for key in request.partition_keys:
-                instance.delete_dynamic_partition(request.partitions_def_name, key)
+# The code location the in-process workspace loads (built on the test's Spark session, so no second JVM).
+LOCATION: dg.Definitions | None = None
+STATUSES = """
+query {
+  assetNodes {
+    assetKey { path }
+    assetPartitionStatuses {
+      ... on DefaultPartitionStatuses { materializedPartitions unmaterializedPartitions failedPartitions }
+    }
+  }
+}
+"""
 
 
-def tick(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.SensorResult:
-    sensor = defs.get_sensor_def(PARTITIONS_SENSOR)
-    with dg.build_sensor_context(instance=instance, resources=defs.resources) as context:
-        result = sensor(context)
-    apply(instance, result)
-    return result
+@contextmanager
+def daemon_workspace(instance: dg.DagsterInstance, defs: dg.Definitions) -> Iterator:
+    """The code location as the daemon and the webserver see it (in process: Dagster's own test utilities)."""
+    global LOCATION
+    LOCATION = defs
+    origin = LoadableTargetOrigin(module_name=__name__, attribute="LOCATION")
+    target = InProcessTestWorkspaceLoadTarget(InProcessCodeLocationOrigin(origin))
+    try:
+        with create_test_daemon_workspace_context(target, instance) as workspace:
+            yield workspace
+    finally:
+        LOCATION = None
 
 
-def statuses(instance: dg.DagsterInstance, key: dg.AssetKey, name: str) -> dict[str, str | None]:
-    """Each partition's status as the UI's Partitions tab reads it (the instance's partition status cache)."""
-    keys = instance.get_dynamic_partitions(name)
-    found = instance.get_status_by_partition(key, keys, dg.DynamicPartitionsDefinition(name=name))
-    return {k: (found[k].value if found[k] else None) for k in keys}
+def tick(workspace, at: float) -> bool:
+    """One iteration of the real sensor daemon at time `at`: every running sensor is evaluated and its result
+    (dynamic partition requests, runless asset events) applied as `dagster-daemon` applies it. Returns whether the
+    partition sensor's new tick recorded anything (False: skipped as unchanged)."""
+    instance = workspace.instance
+    with freeze_time(at):
+        list(execute_sensor_iteration(workspace, logging.getLogger(__name__), None, None))
+    (state,) = [s for s in instance.all_instigator_state() if s.name == PARTITIONS_SENSOR]
+    ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id)
+    assert ticks[0].timestamp == at, "the sensor was not evaluated"
+    return ticks[0].skip_reason != UNCHANGED
+
+
+def statuses(workspace, key: dg.AssetKey) -> dict[str, str | None]:
+    """Each partition's status as the UI's Partitions tab gets it: GraphQL `assetPartitionStatuses`."""
+    result = execute_dagster_graphql(workspace.create_request_context(), STATUSES)
+    assert not result.errors, result.errors
+    (node,) = [n for n in result.data["assetNodes"] if n["assetKey"]["path"] == key.path]
+    found = node["assetPartitionStatuses"]
+    return {
+        **{p: None for p in found["unmaterializedPartitions"]},
+        **{p: MATERIALIZED for p in found["materializedPartitions"]},
+        **{p: "FAILED" for p in found["failedPartitions"]},
+    }
 
 
 def latest(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str) -> dg.EventLogRecord:
@@ -50,6 +91,10 @@ def latest(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str) -> dg
         dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
     ).records
     return record
+
+
+def materializations(instance: dg.DagsterInstance, key: dg.AssetKey) -> int:
+    return len(instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=100).records)
 
 
 def test_partitions_appear_registered_and_compaction_shows(spark, metastore, database, data_dir):
@@ -68,10 +113,12 @@ def test_partitions_appear_registered_and_compaction_shows(spark, metastore, dat
     defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
     assert defs.get_sensor_def(PARTITIONS_SENSOR).default_status == dg.DefaultSensorStatus.RUNNING
     key, name = asset_key(database, "ev"), partitions_def_name(database, "ev")
-    with dg.instance_for_test() as instance:
+    now = float(int(time.time()))  # whole seconds: the tick records the frozen time exactly
+    with dg.instance_for_test() as instance, daemon_workspace(instance, defs) as workspace:
         assert instance.get_dynamic_partitions(name) == []
-        tick(defs, instance)
-        assert statuses(instance, key, name) == {NAMES[0]: MATERIALIZED, NAMES[1]: MATERIALIZED, NAMES[2]: None}
+        assert tick(workspace, now)
+        assert statuses(workspace, key) == {NAMES[0]: MATERIALIZED, NAMES[1]: MATERIALIZED, NAMES[2]: None}
+        assert instance.get_dynamic_partitions(name) == NAMES
         figures = {
             p: {k: v.value for k, v in latest(instance, key, p).asset_materialization.metadata.items()}
             for p in NAMES[:2]
@@ -82,7 +129,8 @@ def test_partitions_appear_registered_and_compaction_shows(spark, metastore, dat
         assert latest(instance, key, NAMES[0]).run_id == ""  # reported by the sensor, no run
         flat = instance.get_latest_materialization_event(asset_key(database, "flat")).asset_materialization
         assert (flat.metadata[STATE].value, flat.metadata["file_count"].value) == ("existing", 2)
-        assert tick(defs, instance).asset_events == []  # registered once
+        assert not tick(workspace, now + INTERVAL_SECONDS + 1)  # registered once
+        assert materializations(instance, key) == 2
         # The registration's observations are what file_count_sensor reads: it asks for the partition to compact.
         with dg.build_sensor_context(instance=instance) as context:
             requests = defs.get_sensor_def(SENSOR_NAME)(context).run_requests
@@ -94,14 +142,17 @@ def test_partitions_appear_registered_and_compaction_shows(spark, metastore, dat
         )
         assert run.success and rows_of(spark, table) == before
         assert len(data_files(data_dir / "ev" / NAMES[0])) == 1
-        assert statuses(instance, key, name) == {NAMES[0]: MATERIALIZED, NAMES[1]: MATERIALIZED, NAMES[2]: None}
+        assert not tick(workspace, now + 2 * (INTERVAL_SECONDS + 1))  # the compaction is not registered over
+        assert statuses(workspace, key) == {NAMES[0]: MATERIALIZED, NAMES[1]: MATERIALIZED, NAMES[2]: None}
         compacted = latest(instance, key, NAMES[0])
         assert compacted.run_id == run.run_id and STATE not in compacted.asset_materialization.metadata
+        assert compacted.asset_materialization.metadata["files_after"].value == 1
         assert latest(instance, key, NAMES[1]).asset_materialization.metadata[STATE].value == "existing"
-        assert tick(defs, instance).asset_events == []  # the compaction is not registered over
+        assert materializations(instance, key) == 3
 
         spark.sql(f"ALTER TABLE {table} DROP {partition_clause(DAYS[1])}")
         write_files(spark, f"file:{data_dir / 'ev' / NAMES[2]}", 900, 10, 2, "parquet")
-        tick(defs, instance)
-        assert statuses(instance, key, name) == {NAMES[0]: MATERIALIZED, NAMES[2]: MATERIALIZED}
+        assert tick(workspace, now + 3 * (INTERVAL_SECONDS + 1))
+        assert instance.get_dynamic_partitions(name) == [NAMES[0], NAMES[2]]
+        assert statuses(workspace, key) == {NAMES[0]: MATERIALIZED, NAMES[2]: MATERIALIZED}
         assert latest(instance, key, NAMES[2]).asset_materialization.metadata["file_count"].value == 2
