@@ -46,8 +46,11 @@ def registration(key: dg.AssetKey, plan: UnitPlan) -> list[dg.AssetMaterializati
     ]
 
 
-def _unregistered(instance: dg.DagsterInstance, info: TableInfo, units: list[Unit], translator) -> list[Unit]:
-    """The units never materialized (not registered, never compacted, no compaction failed or running)."""
+def _unregistered(
+    instance: dg.DagsterInstance, info: TableInfo, units: list[Unit], translator: HiveTableTranslator
+) -> list[Unit]:
+    """The units never materialized (not registered, never compacted, no compaction failed or running). The instance
+    has no status at all (None) for an asset it holds no event of yet."""
     key = translator.asset_key(info)
     if not info.is_partitioned:
         return [] if instance.get_latest_materialization_event(key) else units
