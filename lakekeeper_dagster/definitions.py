@@ -12,6 +12,7 @@ from lakekeeper_dagster.config import LakekeeperConfig, load_config
 from lakekeeper_dagster.jobs import build_jobs, cleanup_schedule, compaction_job
 from lakekeeper_dagster.managed import check_metastore, load_managed_tables
 from lakekeeper_dagster.observations import build_observe_job, observe_schedule
+from lakekeeper_dagster.partition_sensor import build_partitions_sensor
 from lakekeeper_dagster.sensors import build_file_count_sensor
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource, code_location_resource
@@ -45,7 +46,10 @@ def build_definitions(
         asset_checks=[build_backup_check(info, translator) for info in managed.tables],
         jobs=[*compaction, *jobs, observe_job],
         schedules=[cleanup_schedule(cleanup_job), observe_schedule(observe_job, config)],
-        sensors=[build_file_count_sensor(config, managed.tables, translator, compaction)],
+        sensors=[
+            build_file_count_sensor(config, managed.tables, translator, compaction),
+            build_partitions_sensor(config, managed.tables, translator),
+        ],
         resources={"spark": code_location_resource(resource or spark_resource_for(config))},
         executor=dg.in_process_executor,
     )

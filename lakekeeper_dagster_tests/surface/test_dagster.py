@@ -62,11 +62,15 @@ def test_definitions_snapshot(location, database):
     assert [s.name for s in location.schedules] == ["cleanup_old_backups", "observe_partitions_schedule"]
     assert {s.default_status for s in location.schedules} == {dg.DefaultScheduleStatus.STOPPED}
     assert location.schedules[1].cron_schedule == "0 * * * *"
-    (sensor,) = location.sensors
+    sensor, partitions_sensor = location.sensors
     assert (sensor.name, sensor.default_status, sensor.minimum_interval_seconds) == (
         "file_count_sensor",
         dg.DefaultSensorStatus.STOPPED,
         300,
+    )
+    assert (partitions_sensor.name, partitions_sensor.default_status) == (
+        "hive_partitions_sensor",
+        dg.DefaultSensorStatus.RUNNING,
     )
 
 
