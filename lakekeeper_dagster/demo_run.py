@@ -9,6 +9,7 @@ import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.instance_settings import install_instance_settings
 from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION, OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
 
@@ -58,7 +59,7 @@ def run_demo(config: LakekeeperConfig, database: str, dagster_home: Path) -> boo
     in the UI); True when every requested run succeeded and nothing needs compaction afterwards."""
     config = config.model_copy(update={"tables": config.tables.model_copy(update={"databases": [database]})})
     defs = build_definitions(config, resource=spark_resource_for(config, stop_at_teardown=False))
-    dagster_home.mkdir(parents=True, exist_ok=True)
+    print(install_instance_settings(dagster_home))  # the same instance `make ui` opens
     ok = True
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         before = _observe(defs, instance)
