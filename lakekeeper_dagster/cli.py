@@ -280,7 +280,7 @@ def cmd_demo(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     spark = open_spark(config)
     names = create_demo_tables(spark, args.database)
     print("\n".join(f"created {name}" for name in names))
-    print(ensure_demo_config(spark, config, args.config_file, args.database, names))
+    print(ensure_demo_config(config, args.config_file, args.database, names))
     return 0
 
 

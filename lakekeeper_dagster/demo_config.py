@@ -6,7 +6,6 @@ from __future__ import annotations
 import yaml
 
 from lakekeeper_dagster.config import LakekeeperConfig, config_path
-from lakekeeper_dagster.engine.hive.selection import resolve_tables
 
 DEMO_CONFIG_HEADER = """\
 # Written by `lakekeeper-dagster demo create`: the code location manages the demo database.
@@ -18,7 +17,7 @@ def demo_config_text(database: str) -> str:
     return DEMO_CONFIG_HEADER + yaml.safe_dump({"tables": {"databases": [database]}}, default_flow_style=None)
 
 
-def ensure_demo_config(spark, config: LakekeeperConfig, explicit: str | None, database: str, names: list[str]) -> str:
+def ensure_demo_config(config: LakekeeperConfig, explicit: str | None, database: str, names: list[str]) -> str:
     """Make the config file (`--config-file`, else LAKEKEEPER_CONFIG, else ./lakekeeper.yaml) manage the demo tables
     `names`: write it when it does not exist; else say whether it manages them and, if not, exactly what to add
     (the file is left as it is). Returns the message."""
@@ -26,8 +25,13 @@ def ensure_demo_config(spark, config: LakekeeperConfig, explicit: str | None, da
     if not path.exists():
         path.write_text(demo_config_text(database), encoding="utf-8")
         return f"wrote {path.absolute()}: the code location manages database {database} (`make ui` shows its tables)"
-    managed = {f"{d}.{t}" for d, t in resolve_tables(spark, config.tables)}
-    missing = [name for name in names if name not in managed]
+    selection = config.tables
+    missing = [
+        name
+        for name in names
+        if name not in selection.tables
+        and not (database in selection.databases and selection.matches(*name.split(".")))
+    ]
     if not missing:
         return f"{path.absolute()} manages the demo tables"
     databases = [*config.tables.databases, *([] if database in config.tables.databases else [database])]
