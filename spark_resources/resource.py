@@ -36,6 +36,7 @@ class HiveSparkResource(LazyPySparkResource):
     krb5_conf: str | None = Field(default=None, description="krb5.conf to use; default spark_submit.krb5_conf.")
     stop_at_teardown: bool = Field(default=True, description="Stop the Spark session when the run ends.")
     _kerberos: KerberosLogin | None = PrivateAttr(default=None)
+    _run_log: Any = PrivateAttr(default=None)
 
     def settings(self) -> SparkSubmitSettings:
         return SparkSubmitSettings.model_validate(self.spark_submit)
@@ -68,9 +69,16 @@ class HiveSparkResource(LazyPySparkResource):
         conf.update({k: str(v) for k, v in self.spark_config.items()})
         return conf
 
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._run_log = context.log  # the run's own log: it says what the run waits for when the JVM starts
+
     def _init_session(self) -> None:
         if self._spark_session is not None:
             return
+        (self._run_log or log).info(
+            f"starting the Spark session (a JVM, master {self.settings().effective_master()}, metastore "
+            f"{self.metastore_uri}): the first Spark call waits for it"
+        )
         login = self.kerberos_login()
         if login is None:
             self._spark_session = start_spark_session(self.full_conf())

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from lakekeeper_dagster.config import load_config, parse_config
-from lakekeeper_dagster.definitions import NOTICE_KEY, defs, register_pools
+from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, register_pools, spark_resource_for
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.instance_settings import install_instance_settings
 from lakekeeper_dagster.location_state import STATE_ENV, state_file
@@ -136,6 +136,20 @@ def test_a_run_worker_loads_the_code_servers_state_without_metastore_or_jvm(
     )
     assert worker.returncode == 0, worker.stderr[-3000:]
     assert worker.stdout.splitlines() == [f"['hive/{database}/flat']", "[]", "jvm False"]
+
+
+def test_a_run_says_when_it_starts_the_spark_session(spark, metastore, configure):
+    """The longest silent wait of a run is its JVM starting on the first Spark call: the run's log says so first."""
+    configure({"metastore": {"uri": metastore.uri}})
+    config = load_config()
+    definitions = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    with dg.instance_for_test() as instance:
+        result = definitions.get_job_def("analyze_job").execute_in_process(instance=instance)
+        messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert result.success
+    expected = f"starting the Spark session (a JVM, master local[*], metastore {metastore.uri}): the first Spark call"
+    started = [i for i, m in enumerate(messages) if m.startswith(expected)]
+    assert len(started) == 1 and started[0] > messages.index('Started execution of step "analyze_tables".')
 
 
 def test_demo_create_leaves_a_config_that_manages_the_demo_database(tmp_path):
