@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from lakekeeper_dagster.config import load_config, parse_config
-from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, register_pools, spark_resource_for
+from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, spark_resource_for
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.instance_settings import install_instance_settings
 from lakekeeper_dagster.location_state import STATE_ENV, state_file
@@ -177,7 +177,6 @@ def test_the_instance_settings_are_installed_into_dagster_home(tmp_path):
         pools = instance.get_concurrency_config().pool_config
         assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
-        assert register_pools(instance, dg.Definitions()) == []
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     assert "it is kept as it is" in install_instance_settings(home)
     assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
