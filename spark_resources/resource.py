@@ -9,7 +9,9 @@ from dagster import InitResourceContext
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
+from spark_resources.errors import MetastoreError
 from spark_resources.kerberos import KerberosError, KerberosLogin
+from spark_resources.metastore import parse_thrift_uri, port_is_open
 from spark_resources.session import hive_spark_conf, start_spark_session
 from spark_resources.settings import SparkSubmitSettings
 
@@ -75,6 +77,12 @@ class HiveSparkResource(LazyPySparkResource):
     def _init_session(self) -> None:
         if self._spark_session is not None:
             return
+        if not any(port_is_open(*parse_thrift_uri(uri)) for uri in self.metastore_uri.split(",")):
+            raise MetastoreError(
+                f"the Hive Metastore at {self.metastore_uri} is not reachable, and this run needs it: start it "
+                "(`lakekeeper-dagster metastore start` for the local one) or fix metastore.uri / "
+                "LAKEKEEPER_METASTORE_URI, then run again. Nothing was done"
+            )
         (self._run_log or log).info(
             f"starting the Spark session (a JVM, master {self.settings().effective_master()}, metastore "
             f"{self.metastore_uri}): the first Spark call waits for it"

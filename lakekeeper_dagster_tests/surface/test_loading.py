@@ -86,6 +86,18 @@ def test_the_metastore_down_gives_the_last_known_state_with_every_job(
     assert "last known state, read at " in notice and f"from {metastore.uri}" in notice
     assert "the jobs stay available but fail until it answers" in notice
     assert notice in caplog.text  # the load's log line
+    with dg.instance_for_test() as instance:
+        run = down.get_job_def("rollback_job").execute_in_process(
+            instance=instance,
+            run_config={"ops": {"rollback": {"config": {"table": f"{database}.ev"}}}},
+            raise_on_error=False,
+        )
+    assert not run.success
+    failure = run.failure_data_for_node("rollback")
+    assert (
+        f"the Hive Metastore at {down_uri} is not reachable, and this run needs it"
+        in failure.user_failure_data.description
+    )
 
 
 def test_the_metastore_down_and_no_state_yet_loads_the_jobs_and_says_why(configure, monkeypatch):
