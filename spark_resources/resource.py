@@ -74,9 +74,8 @@ class HiveSparkResource(LazyPySparkResource):
     def setup_for_execution(self, context: InitResourceContext) -> None:
         self._run_log = context.log  # the run's own log: it says what the run waits for when the JVM starts
 
-    def _init_session(self) -> None:
-        if self._spark_session is not None:
-            return
+    def _start_session(self) -> Any:
+        """Start the JVM and the session, saying so in the run's log; a clear error when the metastore is down."""
         if not any(port_is_open(*parse_thrift_uri(uri)) for uri in self.metastore_uri.split(",")):
             raise MetastoreError(
                 f"the Hive Metastore at {self.metastore_uri} is not reachable, and this run needs it: start it "
@@ -87,14 +86,19 @@ class HiveSparkResource(LazyPySparkResource):
             f"starting the Spark session (a JVM, master {self.settings().effective_master()}, metastore "
             f"{self.metastore_uri}): the first Spark call waits for it"
         )
+        return start_spark_session(self.full_conf())
+
+    def _init_session(self) -> None:
+        if self._spark_session is not None:
+            return
         login = self.kerberos_login()
         if login is None:
-            self._spark_session = start_spark_session(self.full_conf())
+            self._spark_session = self._start_session()
             return
         login.login()
         spark = None
         try:
-            spark = start_spark_session(self.full_conf())
+            spark = self._start_session()
             login.login_jvm(spark)
             login.check_metastore(spark, self.metastore_uri)
         except BaseException:
