@@ -120,7 +120,8 @@ def current_state(config: LakekeeperConfig, read: Callable[[], ManagedTables]) -
         try:
             managed = read()
         except (LakekeeperError, ResourceError) as error:
-            problem = f"the Hive Metastore at {config.metastore.uri} could not be read ({error})"
+            uri = config.metastore.uri
+            problem = f"the managed tables could not be read from the Hive Metastore at {uri}: {error}"
         else:
             read_at = f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} from {config.metastore.uri}"
             save_state(path, managed, read_at)

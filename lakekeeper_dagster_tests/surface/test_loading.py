@@ -125,6 +125,16 @@ def test_no_managed_table_says_what_to_set(spark, metastore, configure, tmp_path
     assert f"in a config file ({tmp_path / 'lakekeeper.yaml'} does not exist)" in notices(defs())["rollback_job"]
 
 
+def test_a_missing_managed_database_is_said_and_the_jobs_stay(spark, metastore, configure):
+    configure({"tables": {"databases": ["no_such_db"]}, "metastore": {"uri": metastore.uri}})
+    said = notices(defs())
+    assert set(said) >= OPERATOR_JOBS
+    assert said["recover_job"].startswith(
+        f"the managed tables could not be read from the Hive Metastore at {metastore.uri}: database 'no_such_db' "
+        "does not exist in the metastore and no state was saved yet: 0 tables managed"
+    )
+
+
 def test_a_run_worker_loads_the_code_servers_state_without_metastore_or_jvm(
     spark, metastore, database, data_dir, configure
 ):
