@@ -31,8 +31,12 @@ metastore-start: venv
 metastore-stop: venv
 	$(CLI) metastore stop
 
-# The Dagster UI on the local metastore, with the project's instance settings (pools: one run per table).
+# The Dagster UI on the local metastore, with the project's instance settings (pools: one run per table) installed
+# into DAGSTER_HOME. `dagster dev` warns that it is superseded by `dg dev`, which is the same server
+# (dev_command_impl) but needs the separate dagster-dg-cli package and its dependencies: that one warning is
+# filtered here, by its exact message.
 ui: venv
 	$(CLI) metastore start
-	mkdir -p .dagster_home && cp dagster.yaml .dagster_home/dagster.yaml
-	DAGSTER_HOME=$(CURDIR)/.dagster_home $(VENV)/bin/dagster dev -w workspace.yaml
+	$(PY) -m lakekeeper_dagster.instance_settings .dagster_home
+	DAGSTER_HOME=$(CURDIR)/.dagster_home $(PY) -W 'ignore:Function `dev_command` is superseded:FutureWarning' \
+		-m dagster dev -w workspace.yaml

@@ -13,6 +13,7 @@ from pyspark.errors import PySparkException
 
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
+from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.demo_tables import create_demo_tables
 from lakekeeper_dagster.engine.errors import CatalogError, ConfigError, LakekeeperError
 from lakekeeper_dagster.engine.hive.catalog import table_exists
@@ -276,8 +277,9 @@ def cmd_demo(args: argparse.Namespace, config: LakekeeperConfig) -> int:
         check = run_demo(config, args.database, Path(args.dagster_home).absolute())
         return 0 if check else 1
     spark = open_spark(config)
-    for name in create_demo_tables(spark, args.database):
-        print(f"created {name}")
+    names = create_demo_tables(spark, args.database)
+    print("\n".join(f"created {name}" for name in names))
+    print(ensure_demo_config(config, args.config_file, args.database, names))
     return 0
 
 

@@ -9,8 +9,11 @@ import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.instance_settings import install_instance_settings
+from lakekeeper_dagster.managed import check_metastore
 from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION, OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
+from spark_resources.session import start_spark_session
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -60,8 +63,10 @@ def run_demo(config: LakekeeperConfig, database: str, dagster_home: Path) -> boo
     """observe -> file_count_sensor -> the runs it requested -> observe again, on a persistent instance (seen later
     in the UI); True when every requested run succeeded and nothing needs compaction afterwards."""
     config = config.model_copy(update={"tables": config.tables.model_copy(update={"databases": [database]})})
-    defs = build_definitions(config, resource=spark_resource_for(config, stop_at_teardown=False))
-    dagster_home.mkdir(parents=True, exist_ok=True)
+    check_metastore(config)
+    spark = start_spark_session(config.spark_conf())  # the runs below share this session
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    print(install_instance_settings(dagster_home))  # the same instance `make ui` opens
     ok = True
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         before = _observe(defs, instance)

@@ -42,11 +42,11 @@ def load_managed_tables(spark, config: LakekeeperConfig) -> ManagedTables:
 
 
 def check_metastore(config: LakekeeperConfig) -> None:
-    """A clear error, not a py4j stack trace, when the metastore is down at load time."""
+    """A clear error, not a py4j stack trace, when the metastore is down before a Spark session is started."""
     host, port = parse_thrift_uri(config.metastore.uri)
     if not port_is_open(host, port):
         raise MetastoreError(
             f"the Hive Metastore at {config.metastore.uri} is not reachable, so the Hive tables cannot be listed. "
             "Start the local one with `lakekeeper-dagster metastore start`, or point metastore.uri / "
-            "LAKEKEEPER_METASTORE_URI at yours, then reload the code location."
+            "LAKEKEEPER_METASTORE_URI at yours."
         )

@@ -9,7 +9,9 @@ from dagster import InitResourceContext, ResourceDefinition, build_resources, re
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
+from spark_resources.errors import MetastoreError
 from spark_resources.kerberos import KerberosError, KerberosLogin
+from spark_resources.metastore import parse_thrift_uri, port_is_open
 from spark_resources.session import hive_spark_conf, start_spark_session
 from spark_resources.settings import SparkSubmitSettings
 
@@ -36,6 +38,7 @@ class HiveSparkResource(LazyPySparkResource):
     krb5_conf: str | None = Field(default=None, description="krb5.conf to use; default spark_submit.krb5_conf.")
     stop_at_teardown: bool = Field(default=True, description="Stop the Spark session when the run ends.")
     _kerberos: KerberosLogin | None = PrivateAttr(default=None)
+    _run_log: Any = PrivateAttr(default=None)
 
     def settings(self) -> SparkSubmitSettings:
         return SparkSubmitSettings.model_validate(self.spark_submit)
@@ -68,17 +71,34 @@ class HiveSparkResource(LazyPySparkResource):
         conf.update({k: str(v) for k, v in self.spark_config.items()})
         return conf
 
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._run_log = context.log  # the run's own log: it says what the run waits for when the JVM starts
+
+    def _start_session(self) -> Any:
+        """Start the JVM and the session, saying so in the run's log; a clear error when the metastore is down."""
+        if not any(port_is_open(*parse_thrift_uri(uri)) for uri in self.metastore_uri.split(",")):
+            raise MetastoreError(
+                f"the Hive Metastore at {self.metastore_uri} is not reachable, and this run needs it: start it "
+                "(`lakekeeper-dagster metastore start` for the local one) or fix metastore.uri / "
+                "LAKEKEEPER_METASTORE_URI, then run again. Nothing was done"
+            )
+        (self._run_log or log).info(
+            f"starting the Spark session (a JVM, master {self.settings().effective_master()}, metastore "
+            f"{self.metastore_uri}): the first Spark call waits for it"
+        )
+        return start_spark_session(self.full_conf())
+
     def _init_session(self) -> None:
         if self._spark_session is not None:
             return
         login = self.kerberos_login()
         if login is None:
-            self._spark_session = start_spark_session(self.full_conf())
+            self._spark_session = self._start_session()
             return
         login.login()
         spark = None
         try:
-            spark = start_spark_session(self.full_conf())
+            spark = self._start_session()
             login.login_jvm(spark)
             login.check_metastore(spark, self.metastore_uri)
         except BaseException:
