@@ -74,7 +74,11 @@ def run_figures(files_before: int, files_after: int, rows: int) -> dict[str, str
 
 
 def check_figures(rows: int) -> dict[str, str]:
-    """What the check page shows for the row-count check of that run: metadata label -> value as shown."""
+    """What the check page shows for the row-count check of that run: metadata label -> value as shown.
+
+    Today the check's top-level metadata names the partitions (the rows before/after sit in JSON); `rows` is the
+    partition's row count for the figures the check is to show at the top level (issue 16, item 6).
+    """
     return {"partitions": PARTITION}
 
 
@@ -122,10 +126,6 @@ mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
 
 RUNS_QUERY = """
 query($ids: [String!]) { runsOrError(filter: {runIds: $ids}) { ... on Runs { results { runId status } } } }
-"""
-
-NEWEST_RUN_QUERY = """
-{ runsOrError(limit: 1) { ... on Runs { results { runId status tags { key value } } } } }
 """
 
 
