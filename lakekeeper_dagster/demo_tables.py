@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
@@ -94,12 +94,21 @@ def create_demo_table(spark: SparkSession, database: str, demo: DemoTable, locat
             spark.sql(f"ALTER TABLE {qualified} ADD IF NOT EXISTS {partition_clause(spec)}")
 
 
-def create_demo_tables(spark: SparkSession, database: str) -> list[str]:
-    """Create the database if needed and (re)create the three demo tables in it; return their names."""
+def scaled(demo: DemoTable, scale: float) -> DemoTable:
+    """The same table with `scale` times its files and rows (at least 2 files a partition and a row a file)."""
+    files = max(2, round(demo.files_per_partition * scale))
+    return replace(demo, files_per_partition=files, rows=max(files * len(demo.partitions), round(demo.rows * scale)))
+
+
+def create_demo_tables(spark: SparkSession, database: str, scale: float = 1.0) -> list[str]:
+    """Create the database if needed and (re)create the three demo tables in it; return their names.
+
+    `scale` shrinks (or grows) every table's files and rows alike; the tests build the same tables smaller.
+    """
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
     root = database_location(spark, database).rstrip("/")
     names = []
     for demo in DEMO_TABLES:
-        create_demo_table(spark, database, demo, f"{root}/{demo.name}")
+        create_demo_table(spark, database, scaled(demo, scale), f"{root}/{demo.name}")
         names.append(f"{database}.{demo.name}")
     return names
