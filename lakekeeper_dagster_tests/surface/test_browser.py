@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from lakekeeper_dagster.demo_tables import create_demo_tables, database_location
+from lakekeeper_dagster.instance_settings import install_instance_settings
 from lakekeeper_dagster_tests.tables import REPO, data_files, rows_of
 from spark_resources.metastore import free_port
 
@@ -36,7 +37,6 @@ try:
 except ImportError:  # the `test` extra installs it; the `browser` fixture says what is missing
     sync_playwright = None
 
-BIN = Path(sys.executable).parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -52,14 +52,14 @@ CHROMIUM_ARGS = [
 DEMO_DB = "lakekeeper_demo"
 DEMO_SCALE = 0.02  # the demo tables with 1/50 of their files and rows: 10, 3 x 4 and 9 x 2 files
 LOCATION = "lakekeeper_dagster"
-REPOSITORY = "__repository__"
 ASSETS = ("lakekeeper_events", "lakekeeper_events_2p", "lakekeeper_flat")
 TABLE = "lakekeeper_events"
 PARTITIONS = ("date=2024-01-01", "date=2024-01-02", "date=2024-01-03")
 PARTITION = "date=2024-01-02"
 # False while the partitions appear only once the observation job has run (issue 16, item 4): the test runs it first.
-PARTITIONS_APPEAR_ON_THEIR_OWN = False
-OBSERVE_JOB = "observe_partitions_job"
+JOB = f"Compact__{DEMO_DB}__{TABLE}"  # the table's compaction job, which the Materialize button launches
+DEV_WARNING_FILTER = "ignore:Function `dev_command` is superseded:FutureWarning"  # as the Makefile's `ui` target
+PARTITIONS_TIMEOUT = 240  # seconds for hive_partitions_sensor's first tick (the daemon's sensor loop) to add them
 CHECK = "row_count_preserved"
 CHECK_RESULT = "Passed"  # what the check page shows under "Evaluation result"
 SERVER_TIMEOUT = 240  # seconds for `dagster dev` to serve the loaded code location (it starts a Spark session)
@@ -70,27 +70,22 @@ REQUIRE = "LAKEKEEPER_REQUIRE_BROWSER"  # =1 (CI): a missing chromium or playwri
 
 def run_figures(files_before: int, files_after: int, rows: int) -> dict[str, str]:
     """What the run page and the asset page show for the compacted partition: metadata label -> value as shown."""
-    return {"files_before": str(files_before), "files_after": str(files_after), "rows": str(rows)}
+    return {
+        "files_before": str(files_before),
+        "files_after": str(files_after),
+        "rows_before": str(rows),
+        "rows_after": str(rows),
+    }
 
 
 def check_figures(rows: int) -> dict[str, str]:
-    """What the check page shows for the row-count check of that run: metadata label -> value as shown.
-
-    Today the check's top-level metadata names the partitions (the rows before/after sit in JSON); `rows` is the
-    partition's row count for the figures the check is to show at the top level (issue 16, item 6).
-    """
-    return {"partitions": PARTITION}
+    """What the check page shows at the top of the row-count check of that run: metadata label -> value as shown."""
+    return {"rows_before": str(rows), "rows_after": str(rows)}
 
 
 def asset_path(table: str) -> str:
     """The asset key as the UI's addresses write it: hive/<db>/<table>."""
     return f"hive/{DEMO_DB}/{table}"
-
-
-def install_instance_settings(home: Path) -> None:
-    """Give the instance in `home` the project's settings, as `make ui` does."""
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
 
 
 def write_config(path: Path, metastore_uri: str) -> None:
@@ -116,12 +111,6 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
 LOCATION_QUERY = """
 { workspaceOrError { ... on Workspace { locationEntries { name loadStatus
     locationOrLoadError { __typename ... on PythonError { message } } } } } }
-"""
-
-LAUNCH_QUERY = """
-mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
-  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
-  ... on RunConfigValidationInvalid { errors { message } } } }
 """
 
 RUNS_QUERY = """
@@ -181,14 +170,15 @@ def dagster_dev(workdir: Path, metastore_uri: str) -> Iterator[DagsterUI]:
     config = workdir / "lakekeeper.yaml"
     write_config(config, metastore_uri)
     home = workdir / "dagster_home"
-    install_instance_settings(home)
+    install_instance_settings(home)  # as `make ui` does
     shutil.copy(REPO / "workspace.yaml", workdir / "workspace.yaml")
     port = free_port()
     ui = DagsterUI(url=f"http://127.0.0.1:{port}", log=workdir / "dagster_dev.log", shots=workdir / "shots")
     ui.shots.mkdir()
     env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("LAKEKEEPER_METASTORE_URI", None)  # the config file says where the metastore is
-    command = [str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
+    command = [sys.executable, "-W", DEV_WARNING_FILTER, "-m", "dagster", "dev", "-w", "workspace.yaml"]
+    command += ["-h", "127.0.0.1", "-p", str(port)]
     with ui.log.open("w") as log:
         process = subprocess.Popen(
             command, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -198,18 +188,6 @@ def dagster_dev(workdir: Path, metastore_uri: str) -> Iterator[DagsterUI]:
         yield ui
     finally:
         stop(process)
-
-
-def launch_job(ui: DagsterUI, job: str) -> str:
-    """Launch a job of the code location through GraphQL, as the launchpad does; its run id."""
-    params = {
-        "selector": {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": job},
-        "runConfigData": {},
-        "mode": "default",
-    }
-    launched = graphql(ui.url, LAUNCH_QUERY, {"params": params})["launchRun"]
-    assert launched["__typename"] == "LaunchRunSuccess", f"{launched}; {ui.explain()}"
-    return launched["run"]["runId"]
 
 
 def wait_for_run(ui: DagsterUI, run_id: str) -> str:
@@ -312,16 +290,30 @@ def materialize_partition(page: Page, partition: str) -> None:
 
 
 PARTITION_RUNS_QUERY = """
-query($tags: [ExecutionTag!]) { runsOrError(filter: {tags: $tags}) { ... on Runs { results { runId } } } }
+query($tags: [ExecutionTag!]) { runsOrError(filter: {tags: $tags}) { ... on Runs { results { runId jobName } } } }
 """
 
 
-def partition_run(ui: DagsterUI, partition: str) -> str:
-    """The id of the one run launched for `partition`."""
+def partition_run(ui: DagsterUI, partition: str) -> tuple[str, str]:
+    """The id and job of the one run launched for `partition`."""
     tags = [{"key": "dagster/partition", "value": partition}]
     runs = graphql(ui.url, PARTITION_RUNS_QUERY, {"tags": tags})["runsOrError"]["results"]
     assert len(runs) == 1, f"runs of {partition}: {runs}; {ui.explain()}"
-    return runs[0]["runId"]
+    return runs[0]["runId"], runs[0]["jobName"]
+
+
+def wait_for_partitions(page: Page, ui: DagsterUI) -> None:
+    """The table's Partitions tab, reloaded until it lists every Hive partition."""
+    deadline = time.monotonic() + PARTITIONS_TIMEOUT
+    while True:
+        page.goto(f"{ui.url}/assets/{asset_path(TABLE)}?view=partitions")
+        try:
+            for partition in PARTITIONS:
+                visible_text(page, partition).wait_for(timeout=15_000)
+            return
+        except PlaywrightError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def partition_dir(spark, table: str, partition: str) -> Path:
@@ -335,8 +327,6 @@ def test_fresh_clone_walkthrough_in_chromium(browser, demo_ui, spark):
     table = f"{DEMO_DB}.{TABLE}"
     before = rows_of(spark, table)
     files_before = {p: len(data_files(partition_dir(spark, TABLE, p))) for p in PARTITIONS}
-    if not PARTITIONS_APPEAR_ON_THEIR_OWN:  # what a user does today before partitions show: run the observation job
-        observe = launch_job(ui, OBSERVE_JOB)
 
     with step(page, ui, "1-catalog"):
         page.goto(f"{ui.url}/assets")
@@ -344,18 +334,14 @@ def test_fresh_clone_walkthrough_in_chromium(browser, demo_ui, spark):
         links = {link.get_attribute("href") for link in page.locator('a[href^="/assets/hive/"]').all()}
         assert links == {f"/assets/{asset_path(t)}" for t in ASSETS}, links
 
-    if not PARTITIONS_APPEAR_ON_THEIR_OWN:
-        assert wait_for_run(ui, observe) == "SUCCESS", f"{OBSERVE_JOB} failed; {ui.explain()}"
-
     with step(page, ui, "2-partitions"):
-        page.goto(f"{ui.url}/assets/{asset_path(TABLE)}?view=partitions")
-        for partition in PARTITIONS:
-            visible_text(page, partition).wait_for()
+        wait_for_partitions(page, ui)  # no job run: the partition sensor, running by default, adds them
 
     with step(page, ui, "3-materialize"):
         page.goto(f"{ui.url}/assets/{asset_path(TABLE)}")
         materialize_partition(page, PARTITION)
-    run_id = partition_run(ui, PARTITION)
+    run_id, job = partition_run(ui, PARTITION)
+    assert job == JOB, f"the UI launched {job}, not the table's compaction job"
     assert wait_for_run(ui, run_id) == "SUCCESS", f"run {run_id} failed; {ui.explain()}"
 
     # The data first: the partition's rows are what they were, in fewer files; the other partitions are untouched.
@@ -369,6 +355,9 @@ def test_fresh_clone_walkthrough_in_chromium(browser, demo_ui, spark):
     with step(page, ui, "4-run"):
         page.goto(f"{ui.url}/runs/{run_id}")
         assert shown_figures(page, list(expected)) == expected
+        checksums = shown_figures(page, ["checksum_before", "checksum_after"])
+        assert checksums["checksum_before"] == checksums["checksum_after"] != "", checksums
+        assert re.fullmatch(r"[0-9.]+ [KMG]?B", shown_figures(page, ["size_after"])["size_after"])
 
     with step(page, ui, "5-asset"):
         page.goto(f"{ui.url}/assets/{asset_path(TABLE)}")
