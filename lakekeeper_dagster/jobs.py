@@ -159,9 +159,9 @@ def build_jobs(
                 backup,
                 run_owner(context.run_id),
                 settings.non_atomic_rename_schemes_accepted,
+                progress=lambda event: context.log.info(event.describe()),
             )
-        for line in lines:
-            context.log.info(line)
+        context.log.info("rollback done:\n" + "\n".join(lines))
 
     @dg.op
     def cleanup(context: dg.OpExecutionContext, config: CleanupConfig, spark: HiveSparkResource) -> None:
@@ -181,6 +181,7 @@ def build_jobs(
                     skip_trash=config.skip_trash,
                     dry_run=config.dry_run,
                     owner=run_owner(context.run_id),
+                    progress=lambda event: context.log.info(event.describe()),
                 )
         context.log.info("\n".join(lines) or "no backups matched")
 
@@ -190,7 +191,8 @@ def build_jobs(
         with engine_failures():
             database, tables = config.selection()
             session = spark.spark_session
-            messages = recover(session, resolve_tables(session, settings.tables, database, tables))
+            pairs = resolve_tables(session, settings.tables, database, tables)
+            messages = recover(session, pairs, progress=lambda event: context.log.info(event.describe()))
         context.log.info("\n".join(messages) or "nothing to recover")
 
     @dg.job(description="Keep each table's dynamic partitions equal to its Hive partitions.")

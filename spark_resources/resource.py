@@ -72,7 +72,11 @@ class HiveSparkResource(LazyPySparkResource):
         return conf
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        self._run_log = context.log  # the run's own log: it says what the run waits for when the JVM starts
+        self.log_to(context.log)
+
+    def log_to(self, run_log: Any) -> None:
+        """Say in `run_log` (the run's own log) what the run waits for when the JVM starts."""
+        self._run_log = run_log
 
     def _start_session(self) -> Any:
         """Start the JVM and the session, saying so in the run's log; a clear error when the metastore is down."""
@@ -138,6 +142,7 @@ def code_location_resource(spark: HiveSparkResource) -> ResourceDefinition:
     )
     def hive_spark(context: InitResourceContext):
         with build_resources({"spark": spark}, instance=context.instance) as built:
+            built.spark.log_to(context.log)  # build_resources gave it a log outside the run's
             yield built.spark
 
     return hive_spark

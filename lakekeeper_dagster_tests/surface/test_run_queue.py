@@ -10,7 +10,6 @@ of it through in that tick. Registering each table's pool before its runs can be
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +21,8 @@ import dagster as dg
 import pytest
 
 from lakekeeper_dagster.definitions import register_pools
+from lakekeeper_dagster.instance_settings import install_instance_settings
 from lakekeeper_dagster.translator import HiveTableTranslator
-from lakekeeper_dagster_tests.tables import REPO
 
 BIN = Path(sys.executable).parent
 POOL = HiveTableTranslator().pool(SimpleNamespace(database="db", name="t"))
@@ -69,8 +68,7 @@ def probe_definitions() -> dg.Definitions:
 
 def _instance_home(tmp_path: Path) -> Path:
     home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    install_instance_settings(home)
     return home
 
 
