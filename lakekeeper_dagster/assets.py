@@ -16,6 +16,7 @@ from lakekeeper_dagster.figures import (
     rows_check_metadata,
     unit_metadata,
 )
+from lakekeeper_dagster.managed import current_table
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -123,6 +124,7 @@ def build_table_asset(
         )
         keys = run_units(context, config, info) if spec.partitions_def else None
         with engine_failures():  # each step of each partition on the run's log as it happens: the run page moves
+            current_table(spark.spark_session, info)
             results = compact_table(
                 spark.spark_session, info.database, info.name, options, keys, lambda e: context.log.info(e.describe())
             )

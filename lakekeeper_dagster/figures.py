@@ -25,6 +25,7 @@ from lakekeeper_dagster.engine.statuses import UnitStatus
 ROW_COUNT_METADATA = "dagster/row_count"  # Dagster's documented key (its TableMetadataSet is not exported in 1.13)
 PER_PARTITION = "per_partition"  # the table of a run over several partitions
 SUMMARY = "summary"
+STATE = "lakekeeper/state"  # what Dagster's record of a partition stands for: existing (registered), or a run's outcome
 TABLE_LABEL = "(table)"  # the unit of an unpartitioned table
 
 
@@ -34,8 +35,11 @@ def label(result: UnitResult) -> str:
 
 
 def files_after(result: UnitResult) -> int:
-    """Data files the unit holds after the run: the rewrite's when it was compacted, else the originals'."""
-    return result.files_after if result.status == UnitStatus.COMPACTED else result.files_before
+    """Data files the unit holds after the run: the rewrite's and the late files carried over when it was
+    compacted, else the originals'."""
+    if result.status == UnitStatus.COMPACTED:
+        return result.files_after + result.carried_files
+    return result.files_before
 
 
 def bytes_after(result: UnitResult) -> int:
@@ -125,6 +129,15 @@ def _summary(results: Sequence[UnitResult], before: Fingerprint, after: Fingerpr
     return "\n".join(lines)
 
 
+def run_state(results: Sequence[UnitResult]) -> str:
+    """What the run did, as the partition's `lakekeeper/state`: the unit's status (compacted, skipped, failed), or
+    the count of each over several units (a partition's materialization carries the run's totals then)."""
+    if len(results) == 1:
+        return str(results[0].status).lower()
+    counts = {str(s).lower(): sum(r.status == s for r in results) for s in UnitStatus}
+    return ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+
+
 def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:
     """Top-level figures of a compaction run (totals over its units), its Markdown summary, and the per-partition
     table when the run covers several units."""
@@ -133,6 +146,7 @@ def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:
     before, after = _fingerprint(verified, "before"), _fingerprint(verified, "after")
     backup = next((r.backup_table for r in compacted if r.backup_table), "") or ""
     metadata: dict[str, Any] = {
+        STATE: run_state(results),
         SUMMARY: dg.MetadataValue.md(_summary(results, before, after, backup)),
         "files_before": sum(r.files_before for r in results),
         "files_after": sum(files_after(r) for r in results),
@@ -152,8 +166,8 @@ def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:
             checksum_before=before.checksum,
             checksum_after=after.checksum,
         )
-    if compacted:
-        metadata[ROW_COUNT_METADATA] = sum(r.rows_after or 0 for r in compacted)
+    if len(results) == 1 and compacted:  # a partition's own rows; a run over several records its totals on each
+        metadata[ROW_COUNT_METADATA] = compacted[0].rows_after or 0
     if len(results) == 1:
         metadata["location"] = dg.MetadataValue.path(results[0].location)
         metadata["reason"] = results[0].reason

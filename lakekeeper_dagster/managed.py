@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.errors import CatalogError
-from lakekeeper_dagster.engine.hive.catalog import read_table
+from lakekeeper_dagster.engine.hive.catalog import read_table, table_units
 from lakekeeper_dagster.engine.hive.eligibility import refusal
-from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.selection import resolve_tables
 from spark_resources.metastore import MetastoreError, parse_thrift_uri, port_is_open
 
@@ -39,6 +40,33 @@ def load_managed_tables(spark, config: LakekeeperConfig) -> ManagedTables:
     for name, reason in managed.skipped.items():
         log.warning("%s is not an asset: %s", name, reason)
     return managed
+
+
+def current_table(spark, info: TableInfo) -> TableInfo:
+    """The table as the metastore has it now; CatalogError when it is gone or no longer has the shape the
+    definitions were built from (partition columns, location): a run on stale definitions could cover more than
+    the user chose, so it must not start."""
+    now = read_table(spark, info.database, info.name)
+    was = (info.partition_columns, info.location)
+    if (now.partition_columns, now.location) != was:
+        raise CatalogError(
+            f"table {info.qualified_name} changed since the code location loaded (partition columns "
+            f"{list(info.partition_columns)} at {info.location} -> {list(now.partition_columns)} at {now.location}): "
+            "reload the code location (Deployment -> Reload) so its asset matches the table. Nothing was done"
+        )
+    return now
+
+
+def current_units(spark, tables: list[TableInfo], say: Callable[[str], None]) -> dict[str, list[Unit]]:
+    """Each table's units as the metastore lists them now (its current location, never the one the definitions were
+    built from); a table gone or changed is said with `say` and left out, so it does not stop the others."""
+    units = {}
+    for info in tables:
+        try:
+            units[info.qualified_name] = table_units(spark, current_table(spark, info))
+        except CatalogError as error:
+            say(f"{info.qualified_name} skipped: {error}")
+    return units
 
 
 def check_metastore(config: LakekeeperConfig) -> None:

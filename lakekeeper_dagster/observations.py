@@ -4,11 +4,11 @@ import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.fs.listing import list_directories
-from lakekeeper_dagster.engine.hive.catalog import table_units
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.analyze import plan_listed
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.managed import current_units
 from lakekeeper_dagster.partitions import sync_partitions
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
@@ -43,8 +43,9 @@ def build_observe_job(
         """Record each partition's (or unpartitioned table's) data file count, bytes, average and median size."""
         with engine_failures():
             session = spark.spark_session
-            units = {info.qualified_name: table_units(session, info) for info in tables}
-        for info in tables:
+            units = current_units(session, tables, context.log.warning)
+        observed = [info for info in tables if info.qualified_name in units]
+        for info in observed:
             if info.is_partitioned:
                 hive = [unit.partition for unit in units[info.qualified_name]]
                 added, removed = sync_partitions(context.instance, translator.partitions_def_name(info), hive)
@@ -54,7 +55,7 @@ def build_observe_job(
         with engine_failures():
             listing = list_directories(session, locations, f"observe {len(tables)} table(s)")
         thresholds = settings.thresholds()
-        for info in tables:
+        for info in observed:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
             key = translator.asset_key(info)
             for plan in plans:

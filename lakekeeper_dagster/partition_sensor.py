@@ -13,11 +13,12 @@ import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.fs.listing import list_directories
-from lakekeeper_dagster.engine.hive.catalog import table_units
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.ops.analyze import plan_listed
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.figures import STATE
+from lakekeeper_dagster.managed import current_units
 from lakekeeper_dagster.observations import observation_metadata
 from lakekeeper_dagster.partitions import partition_requests
 from lakekeeper_dagster.translator import HiveTableTranslator
@@ -25,7 +26,6 @@ from spark_resources.resource import HiveSparkResource
 
 PARTITIONS_SENSOR = "hive_partitions_sensor"
 INTERVAL_SECONDS = 120
-STATE = "lakekeeper/state"
 EXISTING = "existing"  # registered: data found in place, never compacted by lakekeeper
 UNCHANGED = "the Hive partitions are unchanged and every one holding data is registered"
 
@@ -83,10 +83,11 @@ def build_partitions_sensor(
         resource = kept.setdefault("spark", spark.model_copy(update={"stop_at_teardown": False}))
         with engine_failures():
             session = resource.spark_session
-            units = {info.qualified_name: table_units(session, info) for info in tables}
+            units = current_units(session, tables, context.log.warning)
+        observed = [info for info in tables if info.qualified_name in units]
         requests: list = []
         pending: dict[str, list[Unit]] = {}
-        for info in tables:
+        for info in observed:
             found = units[info.qualified_name]
             if info.is_partitioned:
                 name = translator.partitions_def_name(info)
@@ -102,7 +103,7 @@ def build_partitions_sensor(
             with engine_failures():
                 listing = list_directories(session, locations, f"register {len(locations)} partition(s)")
             thresholds = settings.thresholds()
-            for info in tables:
+            for info in observed:
                 plans = [p for p in plan_listed(pending[info.qualified_name], listing, thresholds) if p.file_count]
                 for plan in plans:
                     events += registration(translator.asset_key(info), plan)

@@ -58,11 +58,13 @@ def _runs_by_table(
     runs: list[dg.DagsterRun], tables: list[TableInfo], translator: HiveTableTranslator
 ) -> dict[str, list[dg.DagsterRun]]:
     keys = {translator.asset_key(t): t.qualified_name for t in tables}
-    jobs = {translator.job_name(t): t.qualified_name for t in tables}
+    jobs = {translator.job_name(t): t for t in tables}
     by_table: dict[str, list[dg.DagsterRun]] = {}
     for run in runs:
-        if run.job_name in jobs:  # the table's compaction job, with or without an asset selection
-            by_table.setdefault(jobs[run.job_name], []).append(run)
+        if run.job_name in jobs:  # the table's compaction job: a whole run, or one selecting its asset (not checks)
+            info = jobs[run.job_name]
+            if run.asset_selection is None or translator.asset_key(info) in run.asset_selection:
+                by_table.setdefault(info.qualified_name, []).append(run)
             continue
         for key in run.asset_selection or ():  # Dagster's hidden asset job (several assets selected in the UI)
             if key in keys:

@@ -61,6 +61,7 @@ def test_a_one_partition_run_shows_its_figures_at_the_top(spark, location, datab
     rows = _count(spark, database, NAMES[0])
     assert rows == 100
     assert (m["rows_before"], m["rows_after"], m["dagster/row_count"]) == (rows, rows, rows)
+    assert m["lakekeeper/state"] == "compacted"
     assert m["checksum_before"] == m["checksum_after"] and re.fullmatch(r"-?\d+", m["checksum_before"])
     assert (m["files_before"], m["files_after"]) == (4, 1)
     assert SIZE.match(m["size_before"]) and SIZE.match(m["size_after"])
@@ -124,7 +125,9 @@ def test_a_run_over_several_partitions_shows_totals_and_a_table_per_partition(sp
     assert (skipped["files_before"], skipped["files_after"], skipped["rows_before"]) == (1, 1, None)
     assert skipped["reason"]
     # The totals: the compacted partitions' rows and checksums combined, every partition's files.
-    assert m["rows_before"] == m["rows_after"] == m["dagster/row_count"] == 200
+    assert m["rows_before"] == m["rows_after"] == 200
+    assert "dagster/row_count" not in m  # a partition's own count only: the run's totals are not one partition's
+    assert m["lakekeeper/state"] == "2 compacted, 1 skipped"
     total = sum(int(table[name]["checksum_before"]) for name in NAMES[1:])
     assert m["checksum_before"] == m["checksum_after"] == str(total)
     assert (m["files_before"], m["files_after"]) == (9, 3)

@@ -22,7 +22,7 @@ from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, 
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.instance_settings import install_instance_settings
 from lakekeeper_dagster.location_state import STATE_ENV, state_file
-from lakekeeper_dagster_tests.tables import DATES, REPO, make_table
+from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
 from spark_resources.metastore import free_port
 
 OPERATOR_JOBS = {"rollback_job", "cleanup_job", "recover_job", "analyze_job", "sync_partitions_job"}
@@ -266,3 +266,26 @@ def test_make_ui_starts_quietly_and_shows_the_jobs_and_why_nothing_is_managed(tm
     assert f"the Hive Metastore at {uri} is unreachable" in log  # the load's log line
     for noise in ("superseded", "BetaWarning", "PreviewWarning", "dagster.yaml"):
         assert noise not in log, log[-3000:]
+
+
+def test_a_run_on_definitions_older_than_the_table_refuses_and_changes_nothing(
+    spark, metastore, database, data_dir, configure
+):
+    """Definitions come from a saved state: a table re-created partitioned since must not be compacted whole by an
+    asset built for the unpartitioned table (the run would cover every partition, not the one the user chose)."""
+    make_table(spark, database, "t", data_dir / "t", files=3)
+    configure({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}})
+    config = load_config()
+    stale = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    spark.sql(f"DROP TABLE `{database}`.`t`")
+    make_table(spark, database, "t", data_dir / "t2", partitions=DATES, files=3)
+    before = rows_of(spark, f"{database}.t")
+    files = {d.name: len(data_files(d)) for d in sorted((data_dir / "t2").iterdir()) if d.is_dir()}
+    with dg.instance_for_test() as instance:
+        run = stale.get_job_def(f"Compact__{database}__t").execute_in_process(instance=instance, raise_on_error=False)
+    assert not run.success
+    message = run.failure_data_for_node(f"hive__{database}__t").user_failure_data.description
+    assert f"table {database}.t changed since the code location loaded" in message
+    assert "reload the code location" in message
+    assert rows_of(spark, f"{database}.t") == before
+    assert {d.name: len(data_files(d)) for d in sorted((data_dir / "t2").iterdir()) if d.is_dir()} == files
