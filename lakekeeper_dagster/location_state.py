@@ -42,9 +42,9 @@ class LocationState:
 
 
 def state_file(config: LakekeeperConfig) -> Path:
-    """The state of this selection of tables on this metastore (another selection or metastore has its own file)."""
-    selection = {"metastore": config.metastore.uri, "tables": config.tables.model_dump(mode="json")}
-    identity = json.dumps(selection, sort_keys=True)
+    """The state of this selection of tables (another selection has its own file; the metastore it was read from
+    is in the file). Two locations reading one selection from two metastores must not share `metastore.home`."""
+    identity = json.dumps(config.tables.model_dump(mode="json"), sort_keys=True)
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return Path(config.metastore.home).absolute() / "state" / f"definitions-{digest}.json"
 
