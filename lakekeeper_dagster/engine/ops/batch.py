@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point, wants
-from lakekeeper_dagster.engine.fs.storage import DirEntries, Storage, child
+from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage, child
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
@@ -108,6 +108,7 @@ class BatchItem:
     plan: UnitPlan
     snapshot: DirEntries
     result: UnitResult
+    inputs: list[DataFile]  # the snapshot's files this run rewrites
     before: Fingerprint | None = None
     footer_rows: int = 0  # the input's rows as its files' own metadata count them
     encodings: dict | None = None  # what the input files use and the output keeps (`rewrite/encodings.py`)
@@ -143,7 +144,7 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
     started = time.monotonic()
     try:
         refuse_subdirectories(item.snapshot.directories, label)
-        paths = [f.path for f in item.snapshot.files]
+        paths = [f.path for f in item.inputs]
         footers = read_footers(run.spark, run.info.file_format, paths, label)
         _refuse_undeclared(run, item, footers, label)
         item.encodings = input_encodings(footers, label)
@@ -151,7 +152,7 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
         if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
             run.storage.delete(paths[0])
         session = isolated_session(run.spark, write_settings(item.encodings))
-        codec = choose_codec(run.spark, run.info, item.snapshot.files)
+        codec = choose_codec(run.spark, run.info, item.inputs)
         with run.spark_job(f"{label}: write {unit.target_files} file(s)"):
             df, observation = observed(
                 read_files(session, run.info, run.schema, paths), f"lk-in-{run.journal.run_id}-{item.index}"

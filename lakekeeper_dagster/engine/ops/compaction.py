@@ -162,7 +162,9 @@ def compact_table(
         journal.start(storage)
         run = CompactionRun(spark, storage, info, options, data_schema(info), sort_columns, journal, lease, progress)
         items = [
-            BatchItem(i, plan, entries, _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id))
+            BatchItem(
+                i, plan, entries, _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id), entries.files
+            )
             for i, (plan, entries, _) in enumerate(work)
         ]
         groups = batches([item.plan.total_bytes for item in items], options.batching)
