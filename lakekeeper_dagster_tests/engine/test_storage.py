@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import stat
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -102,6 +104,25 @@ def test_permissions_are_copied(storage, tmp_path):
     src.chmod(0o750)
     storage.copy_attributes(src.as_uri(), dst.as_uri())
     assert storage.permission(dst.as_uri()) == "750"
+
+
+def test_only_differing_file_attributes_are_set(storage, tmp_path):
+    src, dst = tmp_path / "live", tmp_path / "staged"
+    for directory in (src, dst):
+        directory.mkdir()
+        (directory / "part-0.parquet").write_bytes(b"x")
+    (src / "part-0.parquet").chmod(0o640)
+    (dst / "part-0.parquet").chmod(0o644)  # what a write under umask 022 gives
+    (dst / "part-1.parquet").write_bytes(b"y")
+    (dst / "part-1.parquet").chmod(0o640)  # already as the original
+    untouched = (dst / "part-1.parquet").stat().st_ctime_ns
+    time.sleep(0.05)  # past the filesystem's timestamp granularity: a chmod, even to the same mode, moves the ctime
+
+    assert storage.copy_attributes(src.as_uri(), dst.as_uri()) == []
+
+    assert stat.S_IMODE((dst / "part-0.parquet").stat().st_mode) == 0o640
+    assert stat.S_IMODE((dst / "part-1.parquet").stat().st_mode) == 0o640
+    assert (dst / "part-1.parquet").stat().st_ctime_ns == untouched  # equal attributes were not set again
 
 
 def test_analyze_counts_real_table_files(spark, database, data_dir):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lakekeeper_dagster.engine import faults
@@ -81,6 +81,18 @@ def _denied(error: BaseException) -> bool:
     return is_java_error(error, "AccessControlException") or any(
         "not permitted" in line for line in java_messages(error)
     )
+
+
+@dataclass(frozen=True)
+class _Attributes:
+    """What `copy_attributes` carries from a model file or directory (`acl`: its full ACL, None without ACLs)."""
+
+    permission: Any
+    mode: int
+    acl: Any
+    extended: bool
+    owner: str
+    group: str
 
 
 class Storage:
@@ -300,49 +312,64 @@ class Storage:
             status.getPermission(), entries
         )
 
-    def _carry(self, fs, status, acl, target) -> list[str]:
-        """Give `target` the permission, ACL, owner and group of `status` (owner and group where this process may:
-        HDFS lets only a superuser change an owner, and an owner only to a group it belongs to); what was not
-        carried, in words."""
-        faults.fail_point("attributes")
-        fs.setPermission(target, status.getPermission())
-        if acl is not None:
-            fs.setAcl(target, acl)
-        current = fs.getFileStatus(target)
-        owner, group = str(status.getOwner()), str(status.getGroup())
-        if (str(current.getOwner()), str(current.getGroup())) == (owner, group):
+    def _carry(self, fs, model: _Attributes, target) -> list[str]:
+        """Give `target` (a FileStatus) the permission, ACL, owner and group of `model`, each only where it differs
+        (owner and group where this process may: HDFS lets only a superuser change an owner, and an owner only to
+        a group it belongs to); what was not carried, in words."""
+        path = target.getPath()
+        if int(target.getPermission().toShort()) != model.mode:
+            fs.setPermission(path, model.permission)
+        # An ACL beyond the permission bits on either side: compare the full lists in the JVM, set when they differ.
+        extended = model.acl is not None and (model.extended or bool(target.hasAcl()))
+        if extended and not self._full_acl(fs, path, target).equals(model.acl):
+            fs.setAcl(path, model.acl)
+        if (str(target.getOwner()), str(target.getGroup())) == (model.owner, model.group):
             return []
         try:
-            fs.setOwner(target, owner, group)
+            fs.setOwner(path, model.owner, model.group)
             return []
         except Exception as error:
             if not _denied(error):
                 raise
         try:
-            fs.setOwner(target, None, group)
-            return [f"owner {owner}"]
+            fs.setOwner(path, None, model.group)
+            return [f"owner {model.owner}"]
         except Exception:
-            return [f"owner {owner}", f"group {group}"]
+            return [f"owner {model.owner}", f"group {model.group}"]
+
+    def _attributes(self, fs, status) -> _Attributes:
+        permission = status.getPermission()
+        return _Attributes(
+            permission,
+            int(permission.toShort()),
+            self._full_acl(fs, status.getPath(), status),
+            bool(status.hasAcl()),
+            str(status.getOwner()),
+            str(status.getGroup()),
+        )
 
     def copy_attributes(self, source: str, target: str) -> list[str]:
         """Give the directory `target` and every file in it the attributes of `source` and of `source`'s first data
         file: permission, full ACL (directory's default ACL included), owner and group where allowed.
 
         Set on a staged directory before it replaces `source`, so readers never see the new files with other
-        rights. Not carried (HDFS keeps them per directory, not per file): quota, storage policy, erasure coding
-        policy. Returns what could not be carried (owner or group), in words.
+        rights. Only what differs from what the write gave a file is set: the attributes come from one listing of
+        each directory (HDFS: one NameNode call), the ACLs are asked for only where a side has one beyond its
+        permission bits. Not carried (HDFS keeps them per directory, not per file): quota, storage policy, erasure
+        coding policy. Returns what could not be carried (owner or group), in words.
         """
+        faults.fail_point("attributes")
         fs = self._fs(source)
         src, dst = self._path(source), self._path(target)
-        status = fs.getFileStatus(src)
-        missing = self._carry(fs, status, self._full_acl(fs, src, status), dst)
-        originals = [f for f in fs.listStatus(src) if f.isFile() and not is_hidden(str(f.getPath().getName()))]
-        if originals:
-            model = originals[0]
-            acl = self._full_acl(fs, model.getPath(), model)
+        missing = self._carry(fs, self._attributes(fs, fs.getFileStatus(src)), fs.getFileStatus(dst))
+        model = next(
+            (f for f in fs.listStatus(src) if f.isFile() and not is_hidden(str(f.getPath().getName()))), None
+        )
+        if model is not None:
+            attributes = self._attributes(fs, model)
             for staged in fs.listStatus(dst):
                 if staged.isFile():
-                    missing += self._carry(fs, model, acl, staged.getPath())
+                    missing += self._carry(fs, attributes, staged)
         return sorted(set(missing))
 
     def is_encryption_zone_root(self, location: str) -> bool:

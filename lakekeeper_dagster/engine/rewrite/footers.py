@@ -1,17 +1,20 @@
 """What data files say about themselves, read from their metadata through the JVM (not through a Spark read).
 
-A Parquet footer or an ORC file tail gives the row count the writer recorded, the column names and, for Parquet,
-the physical encodings a rewrite must keep. Verification counts rows from here, independently of Spark's reader,
-so a file Spark skips (ignoreCorruptFiles / ignoreMissingFiles) or reads short cannot pass.
+A Parquet footer or an ORC file tail gives the row count the writer recorded, the column names, the row groups
+(stripes), codecs, writer and key-value metadata and, for Parquet, the physical encodings a rewrite must keep.
+Verification counts rows from here, independently of Spark's reader, so a file Spark skips (ignoreCorruptFiles /
+ignoreMissingFiles) or reads short cannot pass.
 
-Cost: one reader per file, a fixed handful of py4j round trips plus about three per Parquet leaf column of a
-timestamp, decimal or INT96 type (on the driver; a truncated or unreadable file fails right here).
+Cost: a Parquet footer is read in the JVM and comes back whole as one JSON document (`ParquetMetadata.toJSON`),
+five py4j round trips a file whatever its columns; an ORC tail about a dozen plus two a stripe. The readers run on
+the driver; a truncated or unreadable file fails right here.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.errors import UnitFailure
 from spark_resources.py4j import hadoop_conf, java_cause, jvm
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
 SPARK_VERSION_KEY = "org.apache.spark.version"
 LEGACY_DATETIME_KEY = "org.apache.spark.legacyDateTime"
 LEGACY_INT96_KEY = "org.apache.spark.legacyINT96"
+_TIMESTAMP_TYPES = {"TIMESTAMP_MILLIS", "TIMESTAMP_MICROS"}  # Parquet converted types of a timestamp annotation
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,12 @@ class FileFooter:
     INT32/INT64, None without such a decimal. `datetime_rebase` / `int96_rebase`: LEGACY or CORRECTED as Spark
     recorded them for a Spark 3+ file, LEGACY for a file of an older Spark, None for another writer's file or when
     the file holds no value they apply to (dates and INT64 timestamps; INT96 timestamps).
+
+    `row_groups`: (rows, compressed bytes) of each Parquet row group / ORC stripe, in file order (`rows` is their
+    sum). `codecs`: the distinct compression codecs, sorted (ORC: its one CompressionKind). `physical_schema`:
+    Parquet's MessageType / ORC's TypeDescription as text. `writer`: Parquet's created_by; ORC's "file version|writer
+    version|software version". `key_values`: the key-value (ORC: user) metadata, sorted, values as UTF-8 text or
+    else hex. `encrypted`: a Parquet file with an encrypted footer or encrypted columns (never ORC).
     """
 
     path: str
@@ -43,6 +53,21 @@ class FileFooter:
     decimal_legacy: bool | None = None
     datetime_rebase: str | None = None
     int96_rebase: str | None = None
+    row_groups: tuple[tuple[int, int], ...] = ()
+    codecs: tuple[str, ...] = ()
+    physical_schema: str = ""
+    writer: str = ""
+    key_values: tuple[tuple[str, str], ...] = ()
+    encrypted: bool = False
+
+
+@dataclass(frozen=True)
+class _Classes:
+    """The Java classes a footer reader calls: Hadoop's Path, the format's reader (and Parquet's metadata)."""
+
+    path: Any
+    reader: Any
+    metadata: Any = None
 
 
 def _unreadable(path: str, label: str, error: Exception) -> UnitFailure:
@@ -53,9 +78,48 @@ def _unreadable(path: str, label: str, error: Exception) -> UnitFailure:
     )
 
 
-def _parquet_encodings(schema) -> tuple[set[str], set[bool], bool]:
+def _leaf_encoding(primitive: dict[str, Any]) -> tuple[str | None, bool | None, bool] | None:
+    """(timestamp type, decimal layout, holds values Spark rebases) of one leaf column, from its JSON form; None
+    when the JSON cannot tell (a NANOS unit: a TIMESTAMP and a TIME annotation serialize alike)."""
+    physical = primitive["primitiveTypeName"]
+    if physical == "INT96":
+        return "INT96", None, False
+    annotation, converted = primitive.get("logicalTypeAnnotation"), primitive.get("originalType")
+    if physical not in {"INT64", "INT32", "FIXED_LEN_BYTE_ARRAY"} or annotation is None:
+        return None, None, False
+    if "unit" in annotation and converted is None:
+        return None
+    if converted in _TIMESTAMP_TYPES:
+        return f"TIMESTAMP_{annotation['unit']}", None, True
+    if converted == "DATE":
+        return None, None, True
+    if converted == "DECIMAL" and int(annotation["precision"]) <= 18:
+        return None, physical == "FIXED_LEN_BYTE_ARRAY", False
+    return None, None, False
+
+
+def _parquet_encodings(columns: list[dict[str, Any]]) -> tuple[set[str], set[bool], bool] | None:
     """The timestamp types, decimal layouts and whether dates or INT64 timestamps (the values Spark rebases) occur,
-    over a Parquet schema's leaf columns (nested ones included)."""
+    over a Parquet schema's leaf columns (nested ones included); None when the JSON form cannot tell."""
+    timestamps: set[str] = set()
+    decimals: set[bool] = set()
+    dates = False
+    for column in columns:
+        leaf = _leaf_encoding(column["primitiveType"])
+        if leaf is None:
+            return None
+        timestamp, decimal, rebased = leaf
+        if timestamp:
+            timestamps.add(timestamp)
+        if decimal is not None:
+            decimals.add(decimal)
+        dates = dates or rebased
+    return timestamps, decimals, dates
+
+
+def _walked_encodings(schema) -> tuple[set[str], set[bool], bool]:
+    """`_parquet_encodings` through the schema's Java objects (three round trips a column): the rare file whose
+    JSON form cannot tell a TIMESTAMP(NANOS) from a TIME(NANOS)."""
     timestamps: set[str] = set()
     decimals: set[bool] = set()
     dates = False
@@ -65,10 +129,8 @@ def _parquet_encodings(schema) -> tuple[set[str], set[bool], bool]:
         if physical == "INT96":
             timestamps.add("INT96")
             continue
-        if physical not in {"INT64", "INT32", "FIXED_LEN_BYTE_ARRAY"}:
-            continue
         annotation = primitive.getLogicalTypeAnnotation()
-        if annotation is None:
+        if physical not in {"INT64", "INT32", "FIXED_LEN_BYTE_ARRAY"} or annotation is None:
             continue
         kind = str(annotation.getClass().getSimpleName())
         if kind == "TimestampLogicalTypeAnnotation":
@@ -81,7 +143,7 @@ def _parquet_encodings(schema) -> tuple[set[str], set[bool], bool]:
     return timestamps, decimals, dates
 
 
-def _rebase(metadata, key: str) -> str | None:
+def _rebase(metadata: dict[str, str], key: str) -> str | None:
     version = metadata.get(SPARK_VERSION_KEY)
     if version is None:
         return None
@@ -90,35 +152,66 @@ def _rebase(metadata, key: str) -> str | None:
     return "CORRECTED"
 
 
-def _parquet(java, conf, path: str) -> FileFooter:
-    reader = java.org.apache.parquet.hadoop.ParquetFileReader.open(
-        java.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(java.org.apache.hadoop.fs.Path(path), conf)
+def _parquet(java: _Classes, conf, path: str) -> FileFooter:
+    footer = java.reader.readFooter(conf, java.path(path))
+    document = json.loads(java.metadata.toJSON(footer))
+    # An encrypted file's JSON is its file metadata alone (no row groups): those come from the Java objects.
+    meta = document.get("fileMetaData", document)
+    schema = footer.getFileMetaData().getSchema()
+    if "blocks" in document:
+        blocks = [(int(b["rowCount"]), int(b["compressedSize"])) for b in document["blocks"]]
+        chunks = [c for b in document["blocks"] for c in b["columns"]]
+    else:
+        java_blocks = list(footer.getBlocks())
+        blocks = [(int(b.getRowCount()), int(b.getCompressedSize())) for b in java_blocks]
+        chunks = [
+            {"codec": str(c.getCodec().name()), "encrypted": bool(c.isEncrypted())}
+            for b in java_blocks
+            for c in b.getColumns()
+        ]
+    metadata = dict(meta.get("keyValueMetaData") or {})
+    encodings = _parquet_encodings(meta["schema"]["columns"]) or _walked_encodings(schema)
+    timestamps, decimals, dates = encodings
+    return FileFooter(
+        path,
+        sum(rows for rows, _ in blocks),
+        tuple(field["name"] for field in meta["schema"].get("fields", [])),
+        timestamp_type="+".join(sorted(timestamps)) or None,  # two kinds in one file: no single rule keeps both
+        decimal_legacy=decimals.pop() if len(decimals) == 1 else None,
+        datetime_rebase=_rebase(metadata, LEGACY_DATETIME_KEY) if dates else None,
+        int96_rebase=_rebase(metadata, LEGACY_INT96_KEY) if "INT96" in timestamps else None,
+        row_groups=tuple(blocks),
+        codecs=tuple(sorted({str(c["codec"]) for c in chunks})),
+        physical_schema=str(schema.toString()),
+        writer=str(meta.get("createdBy") or ""),
+        key_values=tuple(sorted(metadata.items())),
+        encrypted=meta.get("encryptionType", "UNENCRYPTED") != "UNENCRYPTED" or any(c["encrypted"] for c in chunks),
     )
+
+
+def _text(value: bytes) -> str:
     try:
-        meta = reader.getFooter().getFileMetaData()
-        schema = meta.getSchema()
-        metadata = meta.getKeyValueMetaData()
-        timestamps, decimals, dates = _parquet_encodings(schema)
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.hex()
+
+
+def _orc(java: _Classes, conf, path: str) -> FileFooter:
+    reader = java.reader.createReader(java.path(path), java.reader.readerOptions(conf))
+    try:
+        schema = reader.getSchema()
+        writer = (reader.getFileVersion().getName(), reader.getWriterVersion().name(), reader.getSoftwareVersion())
+        user = reader.getFileTail().getFooter().getMetadataList()
         return FileFooter(
             path,
-            int(reader.getRecordCount()),
-            tuple(str(field.getName()) for field in schema.getFields()),
-            timestamp_type="+".join(sorted(timestamps)) or None,  # two kinds in one file: no single rule keeps both
-            decimal_legacy=decimals.pop() if len(decimals) == 1 else None,
-            datetime_rebase=_rebase(metadata, LEGACY_DATETIME_KEY) if dates else None,
-            int96_rebase=_rebase(metadata, LEGACY_INT96_KEY) if "INT96" in timestamps else None,
+            int(reader.getNumberOfRows()),
+            tuple(str(name) for name in schema.getFieldNames()),
+            row_groups=tuple((int(s.getNumberOfRows()), int(s.getLength())) for s in reader.getStripes()),
+            codecs=(str(reader.getCompressionKind().name()),),
+            physical_schema=str(schema.toString()),
+            writer="|".join(str(part) for part in writer),
+            key_values=tuple(sorted((str(i.getName()), _text(bytes(i.getValue().toByteArray()))) for i in user)),
         )
-    finally:
-        reader.close()
-
-
-def _orc(java, conf, path: str) -> FileFooter:
-    reader = java.org.apache.orc.OrcFile.createReader(
-        java.org.apache.hadoop.fs.Path(path), java.org.apache.orc.OrcFile.readerOptions(conf)
-    )
-    try:
-        names = tuple(str(name) for name in reader.getSchema().getFieldNames())
-        return FileFooter(path, int(reader.getNumberOfRows()), names)
     finally:
         reader.close()
 
@@ -128,11 +221,17 @@ def read_footers(spark: SparkSession, file_format: str, paths: list[str], label:
     if file_format not in {"parquet", "orc"}:
         raise UnitFailure(f"{label}: cannot count the rows of {file_format} files independently; not compacted")
     java, conf = jvm(spark), hadoop_conf(spark)
-    read = _parquet if file_format == "parquet" else _orc
+    # Each step of a Java class's name is a py4j round trip: the classes are looked up once, not once a file.
+    if file_format == "parquet":
+        parquet = java.org.apache.parquet.hadoop
+        classes = _Classes(java.org.apache.hadoop.fs.Path, parquet.ParquetFileReader, parquet.metadata.ParquetMetadata)
+        read = _parquet
+    else:
+        classes, read = _Classes(java.org.apache.hadoop.fs.Path, java.org.apache.orc.OrcFile), _orc
     footers = []
     for path in paths:
         try:
-            footers.append(read(java, conf, path))
+            footers.append(read(classes, conf, path))
         except Exception as error:
             raise _unreadable(path, label, error) from error
     return footers
