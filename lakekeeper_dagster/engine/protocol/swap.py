@@ -66,8 +66,11 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
 def _carry_kept(storage: Storage, unit: UnitRecord, source: str, target: str) -> None:
     """Move the unit's kept files still in `source` into `target`, each by one atomic rename (re-entrant: a file
     already moved stays where it is)."""
+    if not unit.kept:
+        return
+    present = set(storage.list_names(source, directories=False))  # one listing, not one call per kept file
     for name in unit.kept:
-        if storage.exists(child(source, name)):
+        if name in present:
             storage.rename_file(child(source, name), child(target, name))
             kill_point("carrying_kept")
 
