@@ -58,6 +58,7 @@ def test_large_files_are_left_alone_and_only_the_small_ones_count():
     assert (plan.small_files, plan.small_bytes, plan.large_files) == (3, 3 * MB, 1)
     assert (plan.write_files, plan.target_files) == (1, 2)
     assert "3 small file(s) (3.0 MB)" in plan.reason and "1 large file(s) (>= 96.0 MB) left as they are" in plan.reason
+    assert "target=2 small=3 (3.0 MB) large_kept=1" in render_report([plan_table("db", "t", "parquet", [plan])])
     # Under Lakekeeper's rule on every file (average 30.75 MB >= 12.8 MB) it was left with its small files.
     assert plan.average_bytes > T.small_file_bytes
 
