@@ -22,6 +22,7 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.fs.listing import list_directories
 from lakekeeper_dagster.engine.hive.catalog import read_table, table_units
+from lakekeeper_dagster.engine.plan.thresholds import Thresholds
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME
 
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> None:
         units = table_units(spark, info)
         metastore_seconds = time.monotonic() - started
         started = time.monotonic()
-        listing = list_directories(spark, [unit.location for unit in units], "observe bench.wide")
+        small_below = Thresholds(128 * 1024 * 1024, 10.0).min_file_bytes
+        listing = list_directories(spark, [unit.location for unit in units], "observe bench.wide", small_below)
         listing_seconds = time.monotonic() - started
         assert sum(s.file_count for s in listing.stats.values()) == args.partitions * args.files
 

@@ -18,8 +18,10 @@ def build_backup_check(info: TableInfo, translator: HiveTableTranslator) -> dg.A
     @dg.asset_check(
         asset=translator.asset_key(info),
         name=LIVE_MATCHES_BACKUP,
-        description="Re-reads every partition of the most recent backup and the live partition: same rows, same "
-        "content checksum (catches anything that changed either after the compaction).",
+        description="Re-reads every partition of the most recent backup and the live partition: the originals (the "
+        "files the backup kept, plus the large files the compaction left in place) and the live files hold the same "
+        "rows, same content checksum (catches anything that changed the rewritten files or the originals after the "
+        "compaction).",
     )
     def _check(spark: HiveSparkResource) -> dg.AssetCheckResult:
         with engine_failures():

@@ -27,6 +27,9 @@ def observation_metadata(plan: UnitPlan) -> dict:
         "median_bytes": float(plan.median_bytes),
         "target_files": plan.target_files,
         "threshold_bytes": float(plan.threshold_bytes),
+        "small_files": plan.small_files,
+        "small_bytes": plan.small_bytes,
+        "large_files": plan.large_files,
         NEEDS_COMPACTION: plan.needs_compaction,
         "status": str(plan.status),
         "reason": plan.reason,
@@ -52,9 +55,10 @@ def build_observe_job(
                 if added or removed:
                     context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
         locations = [unit.location for table in units.values() for unit in table]
-        with engine_failures():
-            listing = list_directories(session, locations, f"observe {len(tables)} table(s)")
         thresholds = settings.thresholds()
+        with engine_failures():
+            what = f"observe {len(tables)} table(s)"
+            listing = list_directories(session, locations, what, thresholds.min_file_bytes)
         for info in observed:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
             key = translator.asset_key(info)

@@ -100,9 +100,10 @@ def build_partitions_sensor(
         locations = [u.location for table in pending.values() for u in table]
         events: list = []
         if locations:
-            with engine_failures():
-                listing = list_directories(session, locations, f"register {len(locations)} partition(s)")
             thresholds = settings.thresholds()
+            with engine_failures():
+                what = f"register {len(locations)} partition(s)"
+                listing = list_directories(session, locations, what, thresholds.min_file_bytes)
             for info in observed:
                 plans = [p for p in plan_listed(pending[info.qualified_name], listing, thresholds) if p.file_count]
                 for plan in plans:

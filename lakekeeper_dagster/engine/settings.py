@@ -60,6 +60,18 @@ class EngineSettings(StrictModel):
         default=SizeStatistic.AVERAGE,
         description='Which "typical" file size: average (Lakekeeper\'s rule) or median (robust against one huge file).',
     )
+    min_file_size_ratio: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description="A file smaller than this x block size is small and may be rewritten; a larger one is left as it "
+        "is (Iceberg's min-file-size).",
+    )
+    min_input_files: int = Field(
+        default=2,
+        ge=2,
+        description="Compact a partition only when it holds at least this many small files.",
+    )
     backup_prefix: str = Field(
         default="__bkp",
         min_length=1,
@@ -99,7 +111,13 @@ class EngineSettings(StrictModel):
 
     def thresholds(self) -> Thresholds:
         """The plan's small-file rule."""
-        return Thresholds(self.block_size_mb * MB, self.compaction_ratio_threshold, self.size_statistic.value)
+        return Thresholds(
+            self.block_size_mb * MB,
+            self.compaction_ratio_threshold,
+            self.size_statistic.value,
+            self.min_file_size_ratio,
+            self.min_input_files,
+        )
 
     def batching_rule(self) -> Batching:
         """How the plan groups a run's units into batches."""

@@ -124,7 +124,9 @@ def test_empty_and_single_file_tables_are_left_alone(spark, database, data_dir):
     empty = compact_table(spark, database, "e", OPTIONS)
     single = compact_table(spark, database, "one", OPTIONS)
     assert [(r.status, r.reason) for r in empty] == [("skipped", "no data files")]
-    assert [(r.status, r.reason) for r in single] == [("skipped", "single file")]
+    assert [(r.status, r.reason) for r in single] == [
+        ("skipped", "1 small file(s) (< 96.0 MB), fewer than min_input_files 2")
+    ]
     assert rows_of(spark, f"{database}.one") == [(1,), (2,)]
     assert hidden_dirs(data_dir) == []
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from lakekeeper_dagster.engine.fs.listing import list_directories
-from lakekeeper_dagster.engine.fs.storage import Storage, StorageError
+from lakekeeper_dagster.engine.fs.storage import DirStats, Storage, StorageError
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.settings import EngineSettings
 
@@ -40,10 +40,14 @@ def test_listing_counts_data_files_directly_under_each_location(spark, storage, 
     missing = (tmp_path / "nope").as_uri()
     locations = [f"file:{first}", f"file:{globby}", f"file:{nested}", f"file://{empty}", missing]
 
-    listing = list_directories(spark, locations, "test")
+    listing = list_directories(spark, locations, "test", small_below=250)
 
     stats = listing.stats[locations[0]]
     assert (stats.file_count, stats.total_bytes, stats.median_bytes, stats.average_bytes) == (3, 600, 200.0, 200.0)
+    # the files below 250 bytes (the small ones), counted as a run counts its snapshot
+    assert (stats.small_count, stats.small_bytes, stats.small_median_bytes) == (2, 300, 150.0)
+    assert stats == DirStats.of(locations[0], storage.list_data_files(locations[0]), 250)
+    assert listing.stats[locations[3]].small_count == 0
     assert (listing.stats[locations[1]].file_count, listing.stats[locations[1]].total_bytes) == (1, 10)
     assert (listing.stats[locations[2]].file_count, listing.stats[locations[2]].total_bytes) == (1, 5)
     assert listing.stats[locations[3]].file_count == 0

@@ -11,6 +11,7 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG, execute_request
+from lakekeeper_dagster_tests.engine.test_keep_large import P1, P2, identity, mixed_table
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
 
@@ -212,3 +213,37 @@ def test_a_partition_list_outside_the_run_is_refused_untouched(spark, metastore,
     failure = result.failure_data_for_node(f"hive__{database}__ev")
     assert "does not cover: date=2024-02-01" in failure.error.message
     assert len(data_files(tables / "ev" / NAMES[0])) == 7
+
+
+def test_observation_sensor_and_run_agree_on_a_partition_with_a_large_file(spark, metastore, database, data_dir):
+    """One rule everywhere: the observation says what the run does (its small files rewritten, its large file left
+    alone), the sensor requests only that partition, and once compacted it is observed as done."""
+    large = mixed_table(spark, database, "mx", data_dir / "mx")[0]
+    kept, before = identity(large), rows_of(spark, f"{database}.mx")
+    config = parse_config(
+        {
+            "tables": {"tables": [f"{database}.mx"]},
+            "metastore": {"uri": metastore.uri},
+            "block_size_mb": 1,
+            "sensor": {"min_files": 2},
+        },
+        "test",
+    )
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    with dg.instance_for_test() as instance:
+        observed = run_observation(defs, instance)
+        first, second = observed[("mx", P1)], observed[("mx", P2)]
+        assert (first["needs_compaction"], first["small_files"], first["large_files"], first["target_files"]) == (
+            True,
+            3,
+            1,
+            2,
+        )
+        assert second["needs_compaction"] is False and "fewer than min_input_files 2" in second["reason"]
+        (request,) = tick(defs, instance).run_requests
+        assert request.partition_key == P1  # not the partition that cannot get better
+        assert execute_request(defs, instance, request).success
+        assert identity(large) == kept and len(data_files(data_dir / "mx" / P1)) == 2
+        assert rows_of(spark, f"{database}.mx") == before
+        again = run_observation(defs, instance)[("mx", P1)]
+        assert (again["needs_compaction"], again["small_files"], again["large_files"]) == (False, 1, 1)

@@ -1,7 +1,8 @@
 """File statistics of many directories from one Spark listing job: no per-file work in the Python driver.
 
 Spark lists the directories (in parallel, as a Spark job once there are more than a few dozen of them) and returns
-one row per directory — file count, bytes, median size — so the driver's cost grows with directories, not files.
+one row per directory — file count, bytes, median size, and the same for the files below the size limit the caller
+gives (the small files) — so the driver's cost grows with directories, not files.
 The `binaryFile` source is read without its `content` column, so no file is opened.
 """
 
@@ -39,7 +40,7 @@ def _literal(location: str) -> str:
     return "".join(f"\\{c}" if c in _GLOB_CHARACTERS else c for c in location)
 
 
-def _grouped_rows(spark: SparkSession, locations: list[str]) -> list:
+def _grouped_rows(spark: SparkSession, locations: list[str], small_below: float) -> list:
     from pyspark.sql import functions as F
 
     files = (
@@ -48,12 +49,16 @@ def _grouped_rows(spark: SparkSession, locations: list[str]) -> list:
         .load([_literal(location) for location in locations])
         .select("path", "length")
     )
+    small = F.when(F.col("length") < F.lit(small_below), F.col("length"))  # null for a large file: not aggregated
     return (
         files.groupBy(F.regexp_replace("path", "/[^/]*$", "").alias("directory"))
         .agg(
             F.count("*").alias("files"),
             F.sum("length").alias("bytes"),
             F.median("length").alias("median"),
+            F.count(small).alias("small_files"),
+            F.coalesce(F.sum(small), F.lit(0)).alias("small_bytes"),
+            F.coalesce(F.median(small), F.lit(0.0)).alias("small_median"),
         )
         .collect()
     )
@@ -75,8 +80,9 @@ def _listing_conf(spark: SparkSession) -> dict[str, str]:
     }
 
 
-def list_directories(spark: SparkSession, locations: list[str], purpose: str) -> Listing:
-    """Data-file statistics directly under each location (names starting with `_` or `.` are not data).
+def list_directories(spark: SparkSession, locations: list[str], purpose: str, small_below: float) -> Listing:
+    """Data-file statistics directly under each location (names starting with `_` or `.` are not data); files smaller
+    than `small_below` bytes are counted apart too (`Thresholds.min_file_bytes`: the files a compaction rewrites).
 
     A location that does not exist is reported in `missing`; one holding subdirectories with files in `nested`.
     The Spark jobs are labelled `lakekeeper <purpose>: list N directories`.
@@ -88,20 +94,28 @@ def list_directories(spark: SparkSession, locations: list[str], purpose: str) ->
     label = f"lakekeeper {purpose}: list {len(wanted)} directories"
     with session_conf(spark, _listing_conf(spark)), job_description(spark, label):
         try:
-            rows = _grouped_rows(spark, wanted)
+            rows = _grouped_rows(spark, wanted, small_below)
         except Exception as error:  # py4j-wrapped AnalysisException
             if not _is_missing_path(error):
                 raise
             storage = Storage(spark)
             listing.missing = {location for location in wanted if not storage.exists(location)}
             present = [location for location in wanted if location not in listing.missing]
-            rows = _grouped_rows(spark, present) if present else []
+            rows = _grouped_rows(spark, present, small_below) if present else []
     by_path = {_path_key(location): location for location in wanted if location not in listing.missing}
     for row in rows:
         directory = _path_key(row["directory"])
         if directory in by_path:
             location = by_path[directory]
-            listing.stats[location] = DirStats(location, int(row["files"]), int(row["bytes"]), float(row["median"]))
+            listing.stats[location] = DirStats(
+                location,
+                int(row["files"]),
+                int(row["bytes"]),
+                float(row["median"]),
+                int(row["small_files"]),
+                int(row["small_bytes"]),
+                float(row["small_median"]),
+            )
             continue
         parent = directory
         while "/" in parent.strip("/"):

@@ -24,17 +24,8 @@ def plan_listed(units: list[Unit], listing: Listing, thresholds: Thresholds) -> 
     for unit in units:
         stats = listing.stats.get(unit.location)
         if stats is not None:
-            plans.append(
-                plan_unit(
-                    unit.partition,
-                    unit.location,
-                    stats.file_count,
-                    stats.total_bytes,
-                    stats.median_bytes,
-                    thresholds,
-                    subdirectories=unit.location in listing.nested,
-                )
-            )
+            nested = unit.location in listing.nested
+            plans.append(plan_unit(unit.partition, unit.location, stats, thresholds, subdirectories=nested))
     return plans
 
 
@@ -44,7 +35,8 @@ def analyze_table_info(spark: SparkSession, info: TableInfo, thresholds: Thresho
     if reason:
         return skipped_table(info.database, info.name, reason, info.file_format)
     units = table_units(spark, info)
-    listing = list_directories(spark, [unit.location for unit in units], f"analyze {info.qualified_name}")
+    locations = [unit.location for unit in units]
+    listing = list_directories(spark, locations, f"analyze {info.qualified_name}", thresholds.min_file_bytes)
     if not info.is_partitioned and info.location in listing.missing:
         return skipped_table(
             info.database, info.name, f"table location {info.location} is not reachable", info.file_format

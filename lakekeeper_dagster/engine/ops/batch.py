@@ -237,7 +237,9 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
         result = item.result
         result.rows_before, result.checksum_before = item.before.rows, item.before.checksum
         result.rows_after, result.checksum_after = output.rows, output.checksum
-        result.files_after, result.bytes_after = len(files), sum(f.size for f in files)
+        rewritten = {f.name for f in item.inputs}
+        kept = [f for f in item.snapshot.files if f.name not in rewritten]  # large: left alone, carried by the swap
+        result.files_after, result.bytes_after = len(files) + len(kept), sum(f.size for f in files + kept)
         written[item.index] = {
             "input": item.before.to_dict(),
             "output": output.to_dict(),

@@ -83,7 +83,7 @@ def _why_kept(
             return f"{unit.retired} is the location of {', '.join(sorted(users))} (a restore by SET LOCATION?)"
         entries = storage.list_entries(unit.retired)
         now = {f.name: [f.size, f.modification_time] for f in entries.files}
-        expected = unit.snapshot or {name: now.get(name) for name in unit.known}
+        expected = {name: now.get(name) if v is None else v for name, v in unit.retired_snapshot().items()}
         if entries.directories or now != expected:
             return f"{unit.retired} no longer holds the files the compaction kept (changed since)"
     return None

@@ -21,7 +21,7 @@ from lakekeeper_dagster.engine.ops.batch import BatchItem, CompactionRun, compac
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.plan.thresholds import batches
-from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit
+from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit, small_files
 from lakekeeper_dagster.engine.protocol.commit import finish_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
@@ -40,15 +40,6 @@ def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None)
     if partitions:
         return find_partitions(spark, info, partitions)
     return table_units(spark, info)
-
-
-def _select(plan: UnitPlan, force: bool) -> str | None:
-    """None when the unit is to be compacted, else why it is skipped."""
-    if plan.needs_compaction:
-        return None
-    if force and plan.file_count > max(1, plan.target_files):
-        return None
-    return plan.reason
 
 
 def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **figures) -> UnitResult:
@@ -75,7 +66,8 @@ def _journal(info: TableInfo, options: CompactionOptions, run_id: str, work: lis
             incoming=sibling(plan.location, "staging", run_id),
             retired=sibling(plan.location, "old", run_id),
             known=[f.name for f in entries.files],
-            target_files=plan.target_files,
+            kept=[f.name for f in entries.files if not options.thresholds.is_small(f.size)],
+            target_files=plan.write_files,
             snapshot={f.name: [f.size, f.modification_time] for f in entries.files},
         )
         for plan, entries, unit in work
@@ -137,23 +129,12 @@ def compact_table(
                 )
                 report(ProgressStep.SKIPPED, target.partition, detail=results[-1].reason)
                 continue
-            stats = DirStats.of(target.location, entries.files)
-            plan = plan_unit(
-                target.partition,
-                target.location,
-                stats.file_count,
-                stats.total_bytes,
-                stats.median_bytes,
-                options.thresholds,
-            )
-            skip = _select(plan, options.force)
-            if skip is not None:
-                results.append(
-                    _result(
-                        info, plan, UnitStatus.SKIPPED, skip, files_after=plan.file_count, bytes_after=plan.total_bytes
-                    )
-                )
-                report(ProgressStep.SKIPPED, target.partition, detail=skip)
+            stats = DirStats.of(target.location, entries.files, options.thresholds.min_file_bytes)
+            plan = plan_unit(target.partition, target.location, stats, options.thresholds, force=options.force)
+            if not plan.needs_compaction:
+                figures = {"files_after": plan.file_count, "bytes_after": plan.total_bytes}
+                results.append(_result(info, plan, UnitStatus.SKIPPED, plan.reason, **figures))
+                report(ProgressStep.SKIPPED, target.partition, detail=plan.reason)
                 continue
             work.append((plan, entries, target))
         if not work:
@@ -163,7 +144,11 @@ def compact_table(
         run = CompactionRun(spark, storage, info, options, data_schema(info), sort_columns, journal, lease, progress)
         items = [
             BatchItem(
-                i, plan, entries, _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id), entries.files
+                i,
+                plan,
+                entries,
+                _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id),
+                small_files(entries.files, options.thresholds),  # the large files are left alone
             )
             for i, (plan, entries, _) in enumerate(work)
         ]

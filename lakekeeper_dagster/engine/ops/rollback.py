@@ -1,8 +1,9 @@
 """Rollback: restore the exact pre-compaction files of a partition (or table) from its backup.
 
-A rollback is a swap too, journaled like a compaction: the live directory is retired, the backup's original files
-come back in its place, and files appended after the compaction (anything the compaction did not write) are carried
-over, so no row written since is lost. Right before each unit's swap it runs the same checks as a compaction
+A rollback is a swap too, journaled like a compaction: the live directory is retired, the large files the
+compaction left in place are carried into the backup's directory of originals, which then comes back in its place,
+and files appended after the compaction (anything the compaction did not write or keep) are carried over, so no row
+written since is lost. Right before each unit's swap it runs the same checks as a compaction
 (writers waited for, subdirectories refused, the compaction's output unchanged), refuses hidden files it could not
 carry, and refuses a partition the metastore no longer locates where the compaction left it. What it retires is only
 the compaction's output (a copy of the originals): moved to the Trash where there is one, else deleted file by file.
@@ -23,7 +24,7 @@ from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import placement_refusal
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
-from lakekeeper_dagster.engine.protocol.checks import check_before_swap
+from lakekeeper_dagster.engine.protocol.checks import changed_files, check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import commit_restored, finish_restore
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
@@ -109,8 +110,16 @@ def _plan_unit(
             "changed; restore by hand from the backup table."
         )
     written = set(unit.details["output_files"])
+    kept = set(unit.kept)  # the large files the compaction left in place: back into the originals by the swap
     present = storage.list_data_files(unit.live)
-    late = {f.name for f in present} - written
+    changed = changed_files({name: unit.snapshot.get(name) for name in kept}, present)
+    if changed:
+        raise OperationError(
+            f"{label}: file(s) compaction run {compaction.run_id} left in place are gone or changed since "
+            f"({', '.join(changed[:3])}); the backup does not hold them, so rollback cannot restore the partition as "
+            "it was. Nothing was changed; restore by hand from the backup table and those files."
+        )
+    late = {f.name for f in present} - written - kept
     clashes = sorted(late & set(storage.list_names(unit.retired, directories=False)))
     if clashes:
         raise OperationError(
@@ -129,11 +138,12 @@ def _plan_unit(
         live=unit.live,
         incoming=unit.retired,
         retired=sibling(unit.live, "rolledback", run_id),
-        known=sorted(written),
-        snapshot={f.name: [f.size, f.modification_time] for f in present if f.name in written},
+        known=sorted(written | kept),
+        kept=sorted(kept),
+        snapshot={f.name: [f.size, f.modification_time] for f in present if f.name in written | kept},
         details={"compaction_journal": compaction.directory, "compaction_unit": index},
     )
-    return record, [f for f in present if f.name in written]
+    return record, [f for f in present if f.name in written | kept]
 
 
 def _refused(done: list[str], error: Exception) -> OperationError:

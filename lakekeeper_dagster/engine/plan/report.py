@@ -8,7 +8,8 @@ from lakekeeper_dagster.engine.statuses import PlanStatus
 
 
 def render_report(plans: list[TablePlan]) -> str:
-    """The human dry-run report: per table and partition, status, files, size, average, threshold, target."""
+    """The human dry-run report: per table and partition, status, files, size, average, threshold, target (files
+    written + large files kept), and the small files (rewritten) and large ones (left as they are)."""
     lines: list[str] = []
     for plan in plans:
         lines.append(f"Table: {plan.qualified_name}")
@@ -25,7 +26,8 @@ def render_report(plans: list[TablePlan]) -> str:
             lines.append(
                 f"    {label:<40} {unit.status:<17} files={unit.file_count:<6} size={human_bytes(unit.total_bytes):<9}"
                 f" avg={human_bytes(unit.average_bytes):<9} threshold={human_bytes(unit.threshold_bytes):<9}"
-                f" target={unit.target_files}"
+                f" target={unit.target_files} small={unit.small_files} ({human_bytes(unit.small_bytes)})"
+                f" large_kept={unit.large_files}"
             )
         lines.append("")
     return "\n".join(lines)

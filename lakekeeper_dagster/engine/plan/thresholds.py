@@ -10,11 +10,15 @@ from lakekeeper_dagster.engine.errors import ConfigError
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Lakekeeper's rule: compact when the typical file is smaller than block_size / ratio."""
+    """The size rule: a file is small below `min_file_ratio` x block size (large files are left alone); a unit's
+    small files are compacted when there are at least `min_input_files` of them, their typical size is below
+    block size / `ratio` (Lakekeeper's rule) and rewriting them reduces their number."""
 
     block_size_bytes: int
     ratio: float
     statistic: str = "average"
+    min_file_ratio: float = 0.75
+    min_input_files: int = 2
 
     def __post_init__(self) -> None:
         if self.block_size_bytes <= 0:
@@ -23,10 +27,24 @@ class Thresholds:
             raise ConfigError(f"compaction_ratio_threshold must be > 0, got {self.ratio}")
         if self.statistic not in ("average", "median"):
             raise ConfigError(f"size_statistic must be 'average' or 'median', got {self.statistic!r}")
+        if not 0 < self.min_file_ratio <= 1:
+            raise ConfigError(f"min_file_size_ratio must be > 0 and <= 1, got {self.min_file_ratio}")
+        if self.min_input_files < 2:
+            raise ConfigError(
+                f"min_input_files must be >= 2 (one file alone is never rewritten), got {self.min_input_files}"
+            )
 
     @property
     def small_file_bytes(self) -> float:
         return self.block_size_bytes / self.ratio
+
+    @property
+    def min_file_bytes(self) -> float:
+        """A file smaller than this is small (rewritten); a file of at least this size is large (left alone)."""
+        return self.block_size_bytes * self.min_file_ratio
+
+    def is_small(self, size: int) -> bool:
+        return size < self.min_file_bytes
 
 
 def target_file_count(total_bytes: int, block_size_bytes: int) -> int:

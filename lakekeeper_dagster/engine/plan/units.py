@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from lakekeeper_dagster.engine.fs.storage import DataFile, DirStats
 from lakekeeper_dagster.engine.plan.thresholds import Thresholds, human_bytes, target_file_count
 from lakekeeper_dagster.engine.statuses import PlanStatus
 
 
 @dataclass(frozen=True)
 class UnitPlan:
-    """The decision for one unit (a partition, or a whole unpartitioned table)."""
+    """The decision for one unit (a partition, or a whole unpartitioned table).
+
+    Only its small files are rewritten (into `write_files` files); its large files are left as they are.
+    `target_files` is what the unit holds once compacted: the files written plus the large files kept.
+    """
 
     partition: str | None
     location: str
@@ -22,6 +27,10 @@ class UnitPlan:
     target_files: int
     status: PlanStatus
     reason: str
+    small_files: int = 0
+    small_bytes: int = 0
+    large_files: int = 0
+    write_files: int = 0
 
     @property
     def needs_compaction(self) -> bool:
@@ -60,57 +69,78 @@ class TablePlan:
         return data
 
 
+def small_files(files: list[DataFile], thresholds: Thresholds) -> list[DataFile]:
+    """The files of a unit a compaction rewrites (the others are large: left alone, carried by the swap)."""
+    return [f for f in files if thresholds.is_small(f.size)]
+
+
+def _decision(stats: DirStats, thresholds: Thresholds, write: int, force: bool) -> tuple[PlanStatus, str]:
+    """The size rule on a unit's small files (see `Thresholds`)."""
+    small, large = stats.small_count, stats.file_count - stats.small_count
+    limit = human_bytes(thresholds.min_file_bytes)
+    kept = f"; {large} large file(s) (>= {limit}) left as they are" if large else ""
+    typical = stats.small_median_bytes if thresholds.statistic == "median" else stats.small_bytes / max(1, small)
+    if stats.file_count == 0:
+        return PlanStatus.OK, "no data files"
+    if small < thresholds.min_input_files:
+        return PlanStatus.OK, (
+            f"{small} small file(s) (< {limit}), fewer than min_input_files {thresholds.min_input_files}{kept}"
+        )
+    if write >= small:
+        return PlanStatus.OK, (
+            f"cannot get better: its {small} small file(s) ({human_bytes(stats.small_bytes)}) would be rewritten "
+            f"into {write}{kept}"
+        )
+    summary = f"{small} small file(s) ({human_bytes(stats.small_bytes)}), {thresholds.statistic} {human_bytes(typical)}"
+    if typical < thresholds.small_file_bytes:
+        return PlanStatus.NEEDS_COMPACTION, (
+            f"{summary} < threshold {human_bytes(thresholds.small_file_bytes)}; rewritten into {write}{kept}"
+        )
+    if force:
+        return PlanStatus.NEEDS_COMPACTION, f"forced: {summary}; rewritten into {write}{kept}"
+    return PlanStatus.OK, f"{summary} >= threshold {human_bytes(thresholds.small_file_bytes)}{kept}"
+
+
 def plan_unit(
     partition: str | None,
     location: str,
-    file_count: int,
-    total_bytes: int,
-    median_bytes: float,
+    stats: DirStats,
     thresholds: Thresholds,
     subdirectories: bool = False,
+    force: bool = False,
 ) -> UnitPlan:
-    """Decide whether one partition (or unpartitioned table) needs compaction and its target file count."""
-    average = total_bytes / file_count if file_count else 0.0
-    target = target_file_count(total_bytes, thresholds.block_size_bytes)
-    typical = median_bytes if thresholds.statistic == "median" else average
+    """Decide whether one partition (or unpartitioned table) needs compaction, and into how many files.
+
+    The one rule of planning, the dry-run report, the observations and sensors, and the run: only the small files
+    (`stats.small_*`, below `thresholds.min_file_bytes`) count and are rewritten, when there are at least
+    `min_input_files` of them, their typical size is below the threshold (unless `force`) and rewriting them
+    reduces their number (ceil(small bytes / block size) < small files).
+    """
+    write = target_file_count(stats.small_bytes, thresholds.block_size_bytes)
+    large = stats.file_count - stats.small_count
     if subdirectories:
         status, reason = (
             PlanStatus.SKIPPED,
             "holds subdirectories with data files; it is not compacted (look at them first)",
         )
-    elif file_count == 0:
-        status, reason = PlanStatus.OK, "no data files"
-    elif file_count == 1:
-        status, reason = PlanStatus.OK, "single file"
-    elif file_count <= target:
-        status, reason = PlanStatus.OK, f"already at target ({file_count} files <= {target})"
-    elif typical >= thresholds.small_file_bytes:
-        status, reason = (
-            PlanStatus.OK,
-            (
-                f"{thresholds.statistic} file size {human_bytes(typical)} >= threshold "
-                f"{human_bytes(thresholds.small_file_bytes)}"
-            ),
-        )
     else:
-        status, reason = (
-            PlanStatus.NEEDS_COMPACTION,
-            (
-                f"{file_count} files, {thresholds.statistic} {human_bytes(typical)} < threshold "
-                f"{human_bytes(thresholds.small_file_bytes)}; target {target}"
-            ),
-        )
+        status, reason = _decision(stats, thresholds, write, force)
+    compacts = status == PlanStatus.NEEDS_COMPACTION
     return UnitPlan(
         partition=partition,
         location=location,
-        file_count=file_count,
-        total_bytes=total_bytes,
-        average_bytes=average,
-        median_bytes=median_bytes,
+        file_count=stats.file_count,
+        total_bytes=stats.total_bytes,
+        average_bytes=stats.average_bytes,
+        median_bytes=stats.median_bytes,
         threshold_bytes=thresholds.small_file_bytes,
-        target_files=target,
+        target_files=write + large if compacts else stats.file_count,
         status=status,
         reason=reason,
+        small_files=stats.small_count,
+        small_bytes=stats.small_bytes,
+        large_files=large,
+        write_files=write if compacts else 0,
     )
 
 

@@ -64,6 +64,12 @@ def abort_unit(
     aside = restore_retired(storage, unit)
     if aside:
         reason = f"{reason}; {aside}"
+    stranded = [name for name in unit.kept if storage.exists(child(unit.incoming, name))]
+    if stranded:  # never: `restore_retired` takes them back while the retired directory exists
+        raise StorageError(
+            f"{unit.label}: {unit.incoming} holds file(s) the run left as they were ({', '.join(stranded[:3])}) and "
+            f"{unit.retired} is gone; nothing was deleted. Move them back into {unit.live}, then run recover."
+        )
     storage.delete(unit.incoming)
     if journal.backup_table and unit.spec and table_exists(spark, info.database, journal.backup_table):
         backups.drop_partition(spark, backups.table_sql(info.database, journal.backup_table), unit.spec)
@@ -161,10 +167,12 @@ def commit_restored(
 
 
 def retire_copy(storage: Storage, unit: UnitRecord) -> list[str]:
-    """Remove the compacted copy a rollback swapped out, only the files the compaction wrote (`unit.known`), each
-    moved to the Trash where the filesystem has one, else deleted (with its checksum file); then the directory if
-    nothing else is left in it. Re-entrant. Returns what was left there (files this run did not write)."""
-    for name in unit.known:
+    """Remove the compacted copy a rollback swapped out, only the files the compaction wrote (`unit.known` but not
+    `unit.kept`, the large files it left in place, which the swap carried back), each moved to the Trash where the
+    filesystem has one, else deleted (with its checksum file); then the directory if nothing else is left in it.
+    Re-entrant. Returns what was left there (files this run did not write)."""
+    kept = set(unit.kept)
+    for name in (n for n in unit.known if n not in kept):
         for path in (child(unit.retired, name), child(unit.retired, f".{name}.crc")):
             if storage.exists(path) and not storage.move_to_trash(path):
                 storage.delete(path, recursive=False)

@@ -60,7 +60,9 @@ class UnitRecord:
     The swap moves `live` to `retired` and `incoming` to `live`; files found in the retired directory that are not
     in `known` arrived after the snapshot and are carried over into the new live directory exactly once. `snapshot`
     holds each known file's `[size, modification time (ms)]`, so a file rewritten under the same name is told apart
-    (empty in journals written before it was recorded).
+    (empty in journals written before it was recorded). `kept` names the known files the run leaves as they are
+    (a compaction's large files; a rollback's, the compaction's large files to bring back): the swap carries them
+    from `retired` into `incoming` before installing it, so they stay in `live` (empty in older journals).
     """
 
     partition: str | None
@@ -70,6 +72,7 @@ class UnitRecord:
     retired: str
     known: list[str]
     target_files: int = 0
+    kept: list[str] = field(default_factory=list)
     snapshot: dict[str, list[int]] = field(default_factory=dict)
     state: UnitState = UnitState.PLANNED
     details: dict = field(default_factory=dict)
@@ -80,6 +83,12 @@ class UnitRecord:
     @property
     def label(self) -> str:
         return self.partition or "(whole table)"
+
+    def retired_snapshot(self) -> dict[str, list[int] | None]:
+        """The snapshot of the files the swap leaves in `retired` (the kept ones go back to `live`); an old journal
+        without sizes and times gives None per name."""
+        kept = set(self.kept)
+        return {name: self.snapshot.get(name) for name in self.known if name not in kept}
 
 
 @dataclass

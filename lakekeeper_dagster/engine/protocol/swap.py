@@ -1,8 +1,10 @@
 """The directory swap that is the only step readers see: re-entrant from any state a crash can leave.
 
-`live` moves to `retired`, `incoming` moves to `live`, and data files that arrived in `live` after the snapshot
-(`known` names) are carried into the new `live` exactly once (each by one atomic rename). Every rename refuses to
-land on an existing path, so HDFS never nests a directory inside another.
+`live` moves to `retired`, the `kept` files (a compaction's large files, left as they are) move from `retired` into
+`incoming`, `incoming` moves to `live`, and data files that arrived in `live` after the snapshot (`known` names) are
+carried into the new `live` exactly once (each file by one atomic rename). The kept files move before the install,
+so no reader sees the unit without them. Every rename refuses to land on an existing path, so HDFS never nests a
+directory inside another.
 
 A compaction unit's swap is verified (`verify=True`): the snapshot is compared (names, sizes, modification times)
 with `live` right before the retire rename and with `retired` right after it, and the staged directory gets the
@@ -61,8 +63,21 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
     return storage.delete_empty_dir(directory)
 
 
+def _carry_kept(storage: Storage, unit: UnitRecord, source: str, target: str) -> None:
+    """Move the unit's kept files still in `source` into `target`, each by one atomic rename (re-entrant: a file
+    already moved stays where it is)."""
+    if not unit.kept:
+        return
+    present = set(storage.list_names(source, directories=False))  # one listing, not one call per kept file
+    for name in unit.kept:
+        if name in present:
+            storage.rename_file(child(source, name), child(target, name))
+            kill_point("carrying_kept")
+
+
 def restore_retired(storage: Storage, unit: UnitRecord) -> str | None:
-    """Put the retired originals back as `live` (re-entrant; nothing to do when they were never retired).
+    """Put the retired originals back as `live` (re-entrant; nothing to do when they were never retired). The kept
+    files already carried into `incoming` go back into `retired` first, so none is left behind with the new data.
 
     When a writer re-created `live` meanwhile, the originals are NOT merged into it: an overwrite's new directory
     and an append cannot be told apart, and merging would bring back rows an overwrite deleted. They stay in
@@ -71,6 +86,7 @@ def restore_retired(storage: Storage, unit: UnitRecord) -> str | None:
     live, retired = unit.live, unit.retired
     if not storage.exists(retired):
         return None
+    _carry_kept(storage, unit, unit.incoming, retired)
     if not storage.exists(live):
         try:
             storage.rename_strict(retired, live)
@@ -99,8 +115,14 @@ def _abort(storage: Storage, unit: UnitRecord, why: str) -> SwapAborted:
     )
 
 
-def _verified(storage: Storage, unit: UnitRecord, directory: str, when: str) -> None:
+def _verified(
+    storage: Storage, unit: UnitRecord, directory: str, when: str, carried_into: str | None = None
+) -> None:
+    """The snapshot compared with `directory`, plus the kept files already carried into `carried_into`."""
     files = storage.list_data_files(directory) if storage.exists(directory) else []  # deleted: every file is gone
+    if carried_into is not None and unit.kept and storage.exists(carried_into):
+        kept = set(unit.kept)
+        files += [f for f in storage.list_data_files(carried_into) if f.name in kept]
     changed = changed_files(_snapshot(unit), files)
     if changed:
         raise _abort(
@@ -147,9 +169,11 @@ def finish_swap(storage: Storage, unit: UnitRecord, verify: bool = False, recove
     if storage.exists(incoming):
         if verify:
             # A writer that replaced or deleted a file between the last check and the rename is seen only here.
-            _verified(storage, unit, retired, "while it was being swapped")
+            _verified(storage, unit, retired, "while it was being swapped", carried_into=incoming)
             if recovering and storage.exists(live):
                 raise _abort(storage, unit, f"{live} was written again while its swap was interrupted")
+        _carry_kept(storage, unit, retired, incoming)
+        kill_point("kept_carried")
         for attempt in range(INSTALL_ATTEMPTS):
             if storage.exists(live):
                 # A writer re-created the live directory after it was retired: its files are late arrivals.
