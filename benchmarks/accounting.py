@@ -6,9 +6,9 @@ data file of a run's fresh copy (name, size, inode, mtime) before the contender 
   once (`bytes_replaced`); `bytes_written` is the size of the live files that were not inputs. `large_kept` counts
   the partitions whose large file (datagen's `part-large`) was kept.
 - A bare job reads every input (`bytes_replaced` = all) and writes its own output directory (`bytes_written`).
-- `scan_s`: a full-scan query on the output, `SELECT count(*), sum(xxhash64(<every data column>))`, timed in the
-  benchmark's own session after the independent check (whose reads warm the page cache for every contender alike),
-  best of `scan_runs`.
+- `scan_s`: a full-scan query on the output, `SELECT count(*), sum(CAST(xxhash64(<every data column>) AS
+  DECIMAL(38,0)))`, timed in the benchmark's own session after the independent check (whose reads warm the page
+  cache for every contender alike), best of `scan_runs`.
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ class AccountingBench(harness.Bench):
     def _scan(self, df) -> float:
         from pyspark.sql import functions as F
 
-        query = df.agg(F.count(F.lit(1)).alias("rows"), F.sum(F.xxhash64(*df.columns)).alias("hash"))
+        hashes = F.xxhash64(*df.columns).cast("decimal(38,0)")  # a sum of longs overflows under ANSI mode
+        query = df.agg(F.count(F.lit(1)).alias("rows"), F.sum(hashes).alias("hash"))
         best = float("inf")
         for _ in range(self.scan_runs):
             started = time.perf_counter()
