@@ -1,9 +1,12 @@
 """One contender's run in its own process (its own Spark JVM, as a user's run would be).
 
     python -m benchmarks.contenders ours|bare-each|bare-onejob --metastore-uri U --warehouse W --table D.T \
-        --block-size-mb 128 --ratio 10 [--output DIR] --result result.json
+        --block-size-mb 128 --ratio 10 [--setting KEY=VALUE ...] [--output DIR] --result result.json
 
-- `ours`: `compact_table` of the engine, the full protocol, with the time of each step (benchmarks/steps.py).
+- `ours`: `compact_table` of the engine, the full protocol, with the time of each step (benchmarks/steps.py), with
+  the options a user's `lakekeeper.yaml` would give (`EngineSettings`); `--setting KEY=VALUE` (value in YAML/JSON
+  syntax) sets one more of its keys, e.g. `byte_merge_min_row_group_mb=32`. A key this engine does not know is
+  reported in the result (`settings_unknown`) and left out, so a benchmark runs on engines before and after it.
 - `bare-each`: the floor, partition after partition in one session: read the partition's files with the table's
   schema, coalesce to the same target count, write them to `--output` (no backup, no verification, no swap).
 - `bare-onejob`: the floor, every partition in one Spark job: one read of all partition directories, a shuffle
@@ -22,6 +25,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 MIB = 1024 * 1024
 
 
@@ -31,17 +36,27 @@ def start_session(metastore_uri: str, warehouse: str, app_name: str):
     return start_spark_session(local_hive_conf(metastore_uri, warehouse, app_name=app_name))
 
 
-def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None) -> dict:
-    from benchmarks.steps import StepClock
-    from lakekeeper_dagster.engine.ops.compaction import CompactionOptions, compact_table
-    from lakekeeper_dagster.engine.plan.units import Thresholds
+def ours_options(database: str, table: str, block_size_mb: int, ratio: float, settings: dict) -> tuple:
+    """(CompactionOptions as a user's settings give them, {key: value} of the settings this engine does not know)."""
+    from lakekeeper_dagster.engine.settings import EngineSettings
 
+    known = {k: v for k, v in settings.items() if k in EngineSettings.model_fields}
+    engine = EngineSettings(block_size_mb=block_size_mb, compaction_ratio_threshold=ratio, **known)
+    unknown = {k: v for k, v in settings.items() if k not in known}
+    return engine.compaction_options(database, table, owner="benchmark"), unknown
+
+
+def run_ours(
+    spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None, settings: dict
+) -> dict:
+    from benchmarks.steps import StepClock
+    from lakekeeper_dagster.engine.ops.compaction import compact_table
+
+    options, unknown = ours_options(database, table, block_size_mb, ratio, settings)
     clock = StepClock()
     clock.install()
     started = time.perf_counter()
-    results = compact_table(
-        spark, database, table, CompactionOptions(thresholds=Thresholds(block_size_mb * MIB, ratio))
-    )
+    results = compact_table(spark, database, table, options)
     work = time.perf_counter() - started
     statuses = Counter(r.status for r in results)
     compacted = [r for r in results if r.status == "compacted"]
@@ -52,6 +67,10 @@ def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float,
         "units": dict(statuses),
         "files_before": sum(r.files_before for r in results),
         "files_after": sum(r.files_after for r in results),
+        "bytes_before": sum(r.bytes_before for r in results),
+        "bytes_after": sum(r.bytes_after for r in results),
+        "settings": settings,
+        "settings_unknown": unknown,
         "rows_verified": sum(r.rows_before or 0 for r in compacted),
         "all_verified": all(r.row_count_preserved and r.checksum_matches for r in compacted),
         "failures": [r.reason for r in results if r.status == "failed"][:3],
@@ -83,7 +102,7 @@ def _plan(spark, database: str, table: str, block_size_mb: int):
     return schema, partition_columns, units
 
 
-def run_bare_each(spark, database: str, table: str, block_size_mb: int, _ratio: float, output: str) -> dict:
+def run_bare_each(spark, database: str, table: str, block_size_mb: int, _ratio: float, output: str, _s: dict) -> dict:
     started = time.perf_counter()
     schema, _columns, units = _plan(spark, database, table, block_size_mb)
     planned = time.perf_counter()
@@ -99,7 +118,9 @@ def run_bare_each(spark, database: str, table: str, block_size_mb: int, _ratio: 
     }
 
 
-def run_bare_onejob(spark, database: str, table: str, block_size_mb: int, _ratio: float, output: str) -> dict:
+def run_bare_onejob(
+    spark, database: str, table: str, block_size_mb: int, _ratio: float, output: str, _settings: dict
+) -> dict:
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
@@ -139,14 +160,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--table", required=True)
     parser.add_argument("--block-size-mb", type=int, default=128)
     parser.add_argument("--ratio", type=float, default=10.0)
+    parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE", help="an EngineSettings key")
     parser.add_argument("--output")
     parser.add_argument("--result", required=True)
     args = parser.parse_args(argv)
+    settings = {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.setting)}
     database, table = args.table.split(".", 1)
     started = time.perf_counter()
     spark = start_session(args.metastore_uri, args.warehouse, f"bench-{args.contender}")
     session = time.perf_counter() - started
-    result = RUNNERS[args.contender](spark, database, table, args.block_size_mb, args.ratio, args.output)
+    result = RUNNERS[args.contender](spark, database, table, args.block_size_mb, args.ratio, args.output, settings)
     stopping = time.perf_counter()
     spark.stop()
     result.update(

@@ -2,8 +2,11 @@
 
 The files are written with pyarrow (no Spark needed, fast): partition `p` of `partitions`, file `f` of `files`
 holds a fixed slice of `rows` rows whose values come from a generator seeded with (seed, p, f), so the same
-parameters always give byte-identical files. Columns: id BIGINT (unique), user_id BIGINT, amount DOUBLE,
-category STRING (16 values), payload STRING (24 random hex chars), n INT; partition column dt STRING.
+parameters always give byte-identical files. Optionally each partition also holds one large, already compacted file
+of `large_rows` rows (`part-large.snappy.parquet`, ids after the small files' ones, seeded with (seed, p, LARGE)),
+and `row_group_rows` sets the Parquet row group length (0: pyarrow's default). Columns: id BIGINT (unique),
+user_id BIGINT, amount DOUBLE, category STRING (16 values), payload STRING (24 random hex chars), n INT; partition
+column dt STRING.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ COLUMNS = "id BIGINT, user_id BIGINT, amount DOUBLE, category STRING, payload ST
 PARTITION_COLUMN = "dt"
 CATEGORIES = [f"category_{i:02d}" for i in range(16)]
 FIRST_DAY = datetime.date(2024, 1, 1)
+LARGE = 1_000_000  # the generator seed's file number of a partition's large file
+LARGE_FILE = "part-large.snappy.parquet"
 
 
 @dataclass(frozen=True)
@@ -26,10 +31,15 @@ class DataSpec:
     files: int
     rows: int
     seed: int = 8
+    large_rows: int = 0  # rows of one large file per partition (0: none)
+    row_group_rows: int = 0  # Parquet row group length (0: pyarrow's default)
 
     @property
     def name(self) -> str:
-        return f"p{self.partitions}_f{self.files}_r{self.rows}_s{self.seed}"
+        extra = (f"_l{self.large_rows}" if self.large_rows else "") + (
+            f"_g{self.row_group_rows}" if self.row_group_rows else ""
+        )
+        return f"p{self.partitions}_f{self.files}_r{self.rows}_s{self.seed}{extra}"
 
     def partition_value(self, index: int) -> str:
         return (FIRST_DAY + datetime.timedelta(days=index)).isoformat()
@@ -49,7 +59,11 @@ def _file_table(spec: DataSpec, partition: int, file: int):
     import numpy as np
     import pyarrow as pa
 
-    first, last = _slice(spec.rows, spec.partitions * spec.files, partition * spec.files + file)
+    if file == LARGE:
+        first = spec.rows + partition * spec.large_rows
+        last = first + spec.large_rows
+    else:
+        first, last = _slice(spec.rows, spec.partitions * spec.files, partition * spec.files + file)
     n = last - first
     rng = np.random.default_rng([spec.seed, partition, file])
     hexdigits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -77,17 +91,34 @@ def generate(spec: DataSpec, root: Path) -> dict:
         return json.loads(summary_file.read_text())
     partial = root / f".{spec.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
+    row_group = spec.row_group_rows or None
     for p, directory in enumerate(spec.partition_dirs()):
         (partial / directory).mkdir(parents=True)
+        if spec.large_rows:
+            pq.write_table(_file_table(spec, p, LARGE), partial / directory / LARGE_FILE, row_group_size=row_group)
         for f in range(spec.files):
-            pq.write_table(_file_table(spec, p, f), partial / directory / f"part-{f:05d}.snappy.parquet")
+            path = partial / directory / f"part-{f:05d}.snappy.parquet"
+            pq.write_table(_file_table(spec, p, f), path, row_group_size=row_group)
     files = [x for x in partial.rglob("*.parquet")]
+    groups = [
+        sum(g.column(c).total_compressed_size for c in range(g.num_columns))
+        for x in files
+        for metadata in [pq.ParquetFile(x).metadata]
+        for g in (metadata.row_group(i) for i in range(metadata.num_row_groups))
+    ]
     summary = {
         **asdict(spec),
         "name": spec.name,
+        "rows_total": spec.rows + spec.partitions * spec.large_rows,
         "data_files": len(files),
         "bytes": sum(x.stat().st_size for x in files),
+        "row_groups": len(groups),
+        "row_group_compressed_bytes_min": min(groups, default=0),
+        "row_group_compressed_bytes_max": max(groups, default=0),
     }
+    if spec.large_rows:
+        large = [x.stat().st_size for x in files if x.name == LARGE_FILE]
+        summary.update(large_file_bytes_min=min(large), large_file_bytes_max=max(large))
     (partial / "_benchmark_summary.json").write_text(json.dumps(summary))
     partial.rename(target)
     return summary

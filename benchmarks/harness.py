@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks import machine
+from benchmarks import cpu, machine
 from benchmarks.datagen import PARTITION_COLUMN, DataSpec, fresh_copy, generate, register
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +60,7 @@ class Bench:
     work_dir: Path
     block_size_mb: int = 128
     ratio: float = 10.0
+    variants: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # label -> (contender, its arguments)
     _fingerprints: dict = field(default_factory=dict)
     _counter: int = 0
 
@@ -192,29 +193,28 @@ class Bench:
         run_dir = location.parent
         result_file = run_dir / "result.json"
         output = run_dir / "bare-output"
-        if contender in IN_PROCESS:
+        kind, arguments = self.variants.get(contender, (contender, []))
+        if kind in IN_PROCESS:
             command = [
-                sys.executable, "-m", "benchmarks.contenders", contender,
+                sys.executable, "-m", "benchmarks.contenders", kind, *arguments,
                 "--metastore-uri", self.metastore.uri, "--warehouse", self.warehouse, "--table", table,
                 "--block-size-mb", str(self.block_size_mb), "--ratio", str(self.ratio),
                 "--output", output.as_uri(), "--result", str(result_file),
             ]  # fmt: skip
             env = {**os.environ, "PYTHONPATH": str(REPO)}
-        elif contender == "lakekeeper":
+        elif kind == "lakekeeper":
             command, env = lakekeeper_command(self, table, run_dir)
         else:
             raise ValueError(f"unknown contender {contender}")
-        started = time.perf_counter()
         with open(run_dir / "stdout.log", "w") as out, open(run_dir / "stderr.log", "w") as err:
-            process = subprocess.run(command, env=env, stdout=out, stderr=err, cwd=run_dir, timeout=3600)
-        wall = time.perf_counter() - started
-        result = json.loads(result_file.read_text()) if result_file.exists() else {"contender": contender}
-        result.update(wall_s=round(wall, 3), exit_code=process.returncode, rows_before=before["rows"])
-        if process.returncode != 0:
+            code, wall, usage = cpu.run(command, env=env, stdout=out, stderr=err, cwd=run_dir)
+        result = json.loads(result_file.read_text()) if result_file.exists() else {}
+        result.update(contender=contender, wall_s=round(wall, 3), exit_code=code, rows_before=before["rows"], **usage)
+        if code != 0:
             result["stderr_tail"] = (run_dir / "stderr.log").read_text(errors="replace").splitlines()[-5:]
-        if contender == "lakekeeper":
+        if kind == "lakekeeper":
             result["stdout_tail"] = (run_dir / "stdout.log").read_text(errors="replace").splitlines()[-12:]
-        if contender.startswith("bare"):
+        if kind.startswith("bare"):
             check = self.inspect_output(table, output) if output.exists() else {}
         else:
             check = self.inspect_in_place(spec, table, location, locations_before)
@@ -223,7 +223,7 @@ class Bench:
         )
         result["check"] = check
         log(
-            f"  {contender:<12} wall {wall:7.2f}s  exit {process.returncode}  files after "
+            f"  {contender:<12} wall {wall:7.2f}s  cpu {usage['cpu_s']:7.2f}s  exit {code}  files after "
             f"{check.get('files_after')}  rows {check.get('rows_after')}/{before['rows']}  "
             f"content {'ok' if check['content_preserved'] else 'CHANGED'}"
         )
