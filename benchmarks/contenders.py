@@ -1,9 +1,11 @@
 """One contender's run in its own process (its own Spark JVM, as a user's run would be).
 
-    python -m benchmarks.contenders ours|bare-each|bare-onejob --metastore-uri U --warehouse W --table D.T \
-        --block-size-mb 128 --ratio 10 [--output DIR] --result result.json
+    python -m benchmarks.contenders ours|ours-per-unit|bare-each|bare-onejob --metastore-uri U --warehouse W \
+        --table D.T --block-size-mb 128 --ratio 10 [--output DIR] --result result.json
 
-- `ours`: `compact_table` of the engine, the full protocol, with the time of each step (benchmarks/steps.py).
+- `ours`: `compact_table` of the engine, the full protocol, with the time of each step (benchmarks/steps.py), a
+  batch's partitions written in one Spark job (`batching.write_mode: one_job`, the default).
+- `ours-per-unit`: the same with `write_mode: per_unit` (one Spark job per partition, `concurrent_jobs` at once).
 - `bare-each`: the floor, partition after partition in one session: read the partition's files with the table's
   schema, coalesce to the same target count, write them to `--output` (no backup, no verification, no swap).
 - `bare-onejob`: the floor, every partition in one Spark job: one read of all partition directories, a shuffle
@@ -31,17 +33,19 @@ def start_session(metastore_uri: str, warehouse: str, app_name: str):
     return start_spark_session(local_hive_conf(metastore_uri, warehouse, app_name=app_name))
 
 
-def run_ours(spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None) -> dict:
+def run_ours(
+    spark, database: str, table: str, block_size_mb: int, ratio: float, _output: str | None, mode: str = "one_job"
+) -> dict:
     from benchmarks.steps import StepClock
     from lakekeeper_dagster.engine.ops.compaction import CompactionOptions, compact_table
+    from lakekeeper_dagster.engine.plan.thresholds import Batching, WriteMode
     from lakekeeper_dagster.engine.plan.units import Thresholds
 
     clock = StepClock()
     clock.install()
     started = time.perf_counter()
-    results = compact_table(
-        spark, database, table, CompactionOptions(thresholds=Thresholds(block_size_mb * MIB, ratio))
-    )
+    options = CompactionOptions(Thresholds(block_size_mb * MIB, ratio), batching=Batching(write_mode=WriteMode(mode)))
+    results = compact_table(spark, database, table, options)
     work = time.perf_counter() - started
     statuses = Counter(r.status for r in results)
     compacted = [r for r in results if r.status == "compacted"]
@@ -128,7 +132,16 @@ def run_bare_onejob(spark, database: str, table: str, block_size_mb: int, _ratio
     }
 
 
-RUNNERS = {"ours": run_ours, "bare-each": run_bare_each, "bare-onejob": run_bare_onejob}
+def run_ours_per_unit(spark, database: str, table: str, block_size_mb: int, ratio: float, output: str | None) -> dict:
+    return run_ours(spark, database, table, block_size_mb, ratio, output, mode="per_unit")
+
+
+RUNNERS = {
+    "ours": run_ours,
+    "ours-per-unit": run_ours_per_unit,
+    "bare-each": run_bare_each,
+    "bare-onejob": run_bare_onejob,
+}
 
 
 def main(argv: list[str] | None = None) -> None:
