@@ -132,7 +132,7 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
     write root, then move each unit's output to its staging sibling (one rename). A failure of the job fails every
     unit of the group, their outputs deleted; a unit whose read does not match its footers fails alone."""
     units = [run.journal.units[item.index] for item in group]
-    root = write_root(run.info.location, run.journal.run_id)
+    root = child(write_root(run.info.location, run.journal.run_id), str(group[0].index))  # groups run concurrently
     started = time.monotonic()
     try:
         session = isolated_session(run.spark, write_settings(group[0].encodings))
@@ -152,6 +152,7 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
         return
     finally:
         run.storage.delete(root)
+        run.storage.delete_empty_dir(write_root(run.info.location, run.journal.run_id))  # other groups may write
     for item, before in zip(group, found, strict=True):
         try:
             _written(run, item, before, started)
