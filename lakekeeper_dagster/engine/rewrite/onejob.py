@@ -104,7 +104,10 @@ def write_units(
     keys = _directory_keys(spark, units)
     targets = [unit.target_files for unit in units]
     tasks = sum(targets)
-    df = read_files(spark, info, schema, [p for unit in units for p in unit.paths])
+    paths = [p for unit in units for p in unit.paths]
+    # Listed on the driver: past this threshold Spark lists the paths in a Spark job of one task per path.
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(len(paths) + 1))
+    df = read_files(spark, info, schema, paths)
     file_path = F.col("_metadata.file_path")
     lookup = F.create_map(*[part for key, position in keys.items() for part in (F.lit(key), F.lit(position))])
     stray = F.raise_error(F.concat(F.lit("a file of no unit of this write: "), file_path))
