@@ -30,7 +30,7 @@ STEPS = [
     ("lakekeeper_dagster.engine.fs.storage", "Storage.list_data_files", "listing"),
     ("lakekeeper_dagster.engine.ops.batch", "_stage", "write"),
     ("lakekeeper_dagster.engine.ops.batch", "fingerprints_by_file", "verify"),
-    ("lakekeeper_dagster.engine.ops.batch", "CompactionRun.ensure_backup", "backup"),
+    ("lakekeeper_dagster.engine.ops.run", "CompactionRun.ensure_backup", "backup"),
     ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),  # called as `backups.add_partitions`
     ("lakekeeper_dagster.engine.ops.batch", "check_before_swap", "re-list"),
     ("lakekeeper_dagster.engine.protocol.commit", "finish_swap", "swap"),  # called by `swap_unit`

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lakekeeper_dagster.engine.hive.selection import TableSelection
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
-from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
+from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, WriteMode
 
 MB = 1024 * 1024
 
@@ -29,12 +29,19 @@ class SizeStatistic(str, Enum):
 
 
 class BatchSettings(StrictModel):
-    """How a compaction run groups partitions: concurrent Spark write jobs, and how much one batch may stage.
+    """How a compaction run groups partitions: how they are written, and how much one batch may stage.
 
-    A batch's partitions are written by concurrent Spark jobs in one session, verified in one Spark job, registered
-    in the backup and committed with one metastore call each; its staged copies need free space together.
+    A batch's partitions are written by one Spark job (or concurrent ones, `write_mode`), verified in one Spark
+    job, registered in the backup and committed with one metastore call each; its staged copies need free space
+    together.
     """
 
+    write_mode: WriteMode = Field(
+        default=WriteMode.ONE_JOB,
+        description="one_job: a batch's partitions are written by one Spark job per set of write settings (Parquet "
+        "encodings, codec); per_unit: each by a Spark job of its own, concurrent_jobs at a time, which sorts a "
+        "partition of several output files by range across its files, where one_job sorts within each file.",
+    )
     concurrent_jobs: int = Field(
         default=4, ge=1, le=64, description="Spark write jobs at once (1: one partition after another)."
     )
@@ -121,7 +128,12 @@ class EngineSettings(StrictModel):
 
     def batching_rule(self) -> Batching:
         """How the plan groups a run's units into batches."""
-        return Batching(self.batching.max_partitions, self.batching.max_mb * MB, self.batching.concurrent_jobs)
+        return Batching(
+            self.batching.max_partitions,
+            self.batching.max_mb * MB,
+            self.batching.concurrent_jobs,
+            self.batching.write_mode,
+        )
 
     def sort_columns_for(self, database: str, table: str) -> list[str]:
         return self.sort_columns.get(f"{database}.{table}", [])

@@ -17,8 +17,9 @@ from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import placement_refusal
-from lakekeeper_dagster.engine.ops.batch import BatchItem, CompactionRun, compact_batch
+from lakekeeper_dagster.engine.ops.batch import compact_batch
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
+from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.plan.thresholds import batches
 from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit, small_files

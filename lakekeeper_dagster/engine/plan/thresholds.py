@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 from lakekeeper_dagster.engine.errors import ConfigError
 
@@ -52,16 +53,26 @@ def target_file_count(total_bytes: int, block_size_bytes: int) -> int:
     return max(1, math.ceil(total_bytes / block_size_bytes))
 
 
+class WriteMode(str, Enum):
+    """How a batch's partitions are written: in one Spark job per set of write settings, or one job each."""
+
+    ONE_JOB = "one_job"
+    PER_UNIT = "per_unit"
+
+
 @dataclass(frozen=True)
 class Batching:
-    """How units are grouped: a batch's units are written concurrently, verified in one Spark job, registered in the
-    backup and committed with one metastore call each; its staged copies are what needs free space at once."""
+    """How units are grouped: a batch's units are written together (`write_mode`), verified in one Spark job,
+    registered in the backup and committed with one metastore call each; its staged copies are what needs free
+    space at once."""
 
     max_units: int = 100
     max_bytes: int = 8 * 1024**3
     concurrent_jobs: int = 4
+    write_mode: WriteMode = WriteMode.ONE_JOB
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "write_mode", WriteMode(self.write_mode))
         for name in ("max_units", "max_bytes", "concurrent_jobs"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"batching.{name} must be >= 1, got {getattr(self, name)}")

@@ -42,9 +42,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def write_root(table_location: str, run_id: str) -> str:
+    """The hidden directory at a table's root where a run writes a batch's partitions in one Spark job, before each
+    partition's output moves to its staging sibling (`ops/batch.py`); gone after each batch, removed by recovery."""
+    return child(table_location, f"{HIDDEN_PREFIX}write-{run_id}")
+
+
 def _recover_compaction(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
     """Roll forward the units whose swap began (all committed together) once their snapshot is verified, roll back
     the others, and those whose snapshot changed since (a writer overwrote the partition meanwhile)."""
+    storage.delete(write_root(info.location, journal.run_id))  # a batch's one-job write a crash interrupted
     pending = [i for i, u in enumerate(journal.units) if u.state not in TERMINAL]
     forward = [i for i in pending if journal.units[i].state in SWAP_BEGUN]
     aborted = commit_units(spark, storage, info, journal, forward, analyze_stats=False)

@@ -7,7 +7,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter
 
@@ -55,6 +55,23 @@ def undeclared_columns(info: TableInfo, footers: list[FileFooter]) -> dict[str, 
         for column in extra:
             found.setdefault(column, footer.path)
     return found
+
+
+def refuse_undeclared(info: TableInfo, footers: list[FileFooter], label: str, drop: bool) -> list[str]:
+    """Refuse files with columns the table does not declare, unless `drop` (drop_undeclared_columns: then say so);
+    the columns dropped."""
+    extra = undeclared_columns(info, footers)
+    if not extra:
+        return []
+    listed = ", ".join(f"{column} (in {path})" for column, path in sorted(extra.items()))
+    if not drop:
+        raise UnitFailure(
+            f"{label}: its files hold column(s) the table does not declare: {listed}; rewriting would drop them, "
+            "so it is not compacted and nothing was changed. Declare them (ALTER TABLE ... ADD COLUMNS), or set "
+            "drop_undeclared_columns: true to compact dropping them."
+        )
+    log.warning("%s: dropping column(s) the table does not declare (drop_undeclared_columns): %s", label, listed)
+    return sorted(extra)
 
 
 def resolve_sort_columns(info: TableInfo, requested: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,0 +1,133 @@
+"""Several units rewritten in ONE Spark job: one read of every unit's input files, one shuffle, one write.
+
+Each row is given its unit (from the directory of the file it was read from), its content hash and a bucket below
+the unit's target file count; a shuffle puts each (unit, bucket) on a task of its own, each task sorts its rows by
+the sort columns, and the write, partitioned by the unit, puts unit `i`'s files in `<root>/__lk_unit=i/` (`output`),
+which the caller moves, with one rename, to the unit's staging sibling. Each unit's input fingerprint is observed
+in the same pass (one conditional count and sum per unit: a comparison per unit and row, no re-read).
+
+One job has one set of SQL settings and one codec: the caller groups units by them (`rewrite/encodings.py`).
+Compared with one job per unit, a unit of several files has each file sorted but not range-partitioned across its
+files by the sort columns (no sampling pass), and a failure fails every unit of the job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.fs.storage import child
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.rewrite.encodings import format_options
+from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, row_hash
+from lakekeeper_dagster.engine.rewrite.schema import read_files
+from spark_resources.py4j import jvm
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+UNIT_COLUMN = "__lk_unit"
+_HASH, _TASK = "__lk_hash", "__lk_task"
+_MASK = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class UnitWrite:
+    """One unit of a one-job write: the data files the Spark write reads, and how many files it writes."""
+
+    paths: list[str]
+    target_files: int
+
+
+def output(root: str, position: int) -> str:
+    """Where the one-job write under `root` puts the files of the unit at `position` of its list."""
+    return child(root, f"{UNIT_COLUMN}={position}")
+
+
+def _rotl(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK
+
+
+def murmur3_int(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of an INT value (Murmur3_x86_32.hashInt, seed 42), as a signed 32-bit int."""
+    k1 = _rotl((value & _MASK) * 0xCC9E2D51 & _MASK, 15) * 0x1B873593 & _MASK
+    h1 = (_rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _MASK
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def task_keys(tasks: int) -> list[int]:
+    """For each shuffle partition t < tasks, an INT key that Spark's hash partitioning (pmod(hash(key), tasks))
+    sends to exactly t: each (unit, bucket) then gets a task of its own, never sharing one with another bucket."""
+    keys: dict[int, int] = {}
+    value = 0
+    while len(keys) < tasks:
+        keys.setdefault(murmur3_int(value) % tasks, value)  # Python's % is Spark's pmod for a positive divisor
+        value += 1
+    return [keys[t] for t in range(tasks)]
+
+
+def _directory_keys(spark: SparkSession, units: list[UnitWrite]) -> dict[str, int]:
+    """Each input directory as Spark's `_metadata.file_path` spells it (the Hadoop Path's URI), to its unit."""
+    path = jvm(spark).org.apache.hadoop.fs.Path
+    keys: dict[str, int] = {}
+    for position, unit in enumerate(units):
+        for directory in {p.rsplit("/", 1)[0] for p in unit.paths}:
+            key = str(path(directory).toUri().toString())
+            if keys.setdefault(key, position) != position:
+                raise ValueError(f"two units of one write read directory {directory}")
+    return keys
+
+
+def write_units(
+    spark: SparkSession,
+    info: TableInfo,
+    schema: StructType,
+    units: list[UnitWrite],
+    sort_columns: tuple[str, ...],
+    codec: str,
+    root: str,
+    name: str,
+) -> list[Fingerprint]:
+    """Write `units` under `root` (`output(root, i)` each) in one Spark job of `spark` (the group's write session);
+    each unit's input fingerprint, observed as `name` in the same pass. A file read that no unit owns fails the job."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    keys = _directory_keys(spark, units)
+    targets = [unit.target_files for unit in units]
+    tasks = sum(targets)
+    paths = [p for unit in units for p in unit.paths]
+    # Listed on the driver: past this threshold Spark lists the paths in a Spark job of one task per path.
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(len(paths) + 1))
+    df = read_files(spark, info, schema, paths)
+    file_path = F.col("_metadata.file_path")
+    lookup = F.create_map(*[part for key, position in keys.items() for part in (F.lit(key), F.lit(position))])
+    stray = F.raise_error(F.concat(F.lit("a file of no unit of this write: "), file_path))
+    unit = F.coalesce(lookup[F.regexp_replace(file_path, "/[^/]*$", "")], stray)
+    df = df.withColumn(UNIT_COLUMN, unit).withColumn(_HASH, row_hash(schema))
+    u, hashed = F.col(UNIT_COLUMN), F.col(_HASH).cast("decimal(38,0)")
+    metrics = []
+    for position in range(len(units)):
+        metrics += [
+            F.count(F.when(u == position, F.lit(1))).alias(f"rows_{position}"),
+            F.sum(F.when(u == position, hashed)).alias(f"checksum_{position}"),
+        ]
+    observation = Observation(name)
+    df = df.observe(observation, *metrics)
+    offset = F.element_at(F.array(*[F.lit(o) for o in accumulate([0] + targets[:-1])]), u + 1)
+    target = F.element_at(F.array(*[F.lit(t) for t in targets]), u + 1)
+    slot = (offset + F.pmod(F.col(_HASH), target)).cast("int")  # the row's (unit, bucket), 0 .. tasks - 1
+    task = F.element_at(F.array(*[F.lit(k) for k in task_keys(tasks)]), slot + 1)
+    df = df.withColumn(_TASK, task).drop(_HASH).repartition(tasks, F.col(_TASK)).drop(_TASK)
+    writer = df.sortWithinPartitions(UNIT_COLUMN, *sort_columns).write.mode("errorifexists").partitionBy(UNIT_COLUMN)
+    writer.format(info.file_format).options(**format_options(info)).option("compression", codec).save(root)
+    values = observation.get
+    return [Fingerprint(int(values[f"rows_{i}"]), str(int(values[f"checksum_{i}"] or 0))) for i in range(len(units))]
