@@ -44,6 +44,7 @@ from lakekeeper_dagster.engine.rewrite.fingerprint import (
     observed,
 )
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome, byte_merge
 from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, undeclared_columns
 from lakekeeper_dagster.engine.statuses import ProgressStep, RunStep, UnitState, UnitStatus
 from spark_resources.py4j import isolated_session, java_cause, job_description
@@ -152,18 +153,21 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
         if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
             run.storage.delete(paths[0])
         session = isolated_session(run.spark, write_settings(item.encodings))
-        codec = choose_codec(run.spark, run.info, item.inputs)
-        with run.spark_job(f"{label}: write {unit.target_files} file(s)"):
-            df, observation = observed(
-                read_files(session, run.info, run.schema, paths), f"lk-in-{run.journal.run_id}-{item.index}"
-            )
-            writer = arrange(df, run.sort_columns, unit.target_files).write.mode("errorifexists")
-            writer.format(run.info.file_format).options(**format_options(run.info))
-            writer.option("compression", codec).save(unit.incoming)
-        run.storage.delete(child(unit.incoming, "_SUCCESS"))
+        codec = choose_codec(run.spark, run.info, item.inputs, run.options.codec)
+        merging = _byte_merge(run, item, session, footers, label)  # `rewrite/merge.py`; the rest goes to Spark
+        item.before = merging.before
+        if merging.rewrite:
+            targets = merging.targets(unit.target_files, item.inputs, run.options.thresholds.block_size_bytes)
+            with run.spark_job(f"{label}: write {targets} file(s)"):
+                df = read_files(session, run.info, run.schema, merging.rewrite)
+                df, observation = observed(df, f"lk-in-{run.journal.run_id}-{item.index}")
+                writer = arrange(df, run.sort_columns, targets).write.mode(merging.write_mode)
+                writer.format(run.info.file_format).options(**format_options(run.info))
+                writer.option("compression", codec).save(unit.incoming)
+            run.storage.delete(child(unit.incoming, "_SUCCESS"))
+            item.before = combine([item.before, from_observation(observation)])
         if wants("drop-staged-file"):
             run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
-        item.before = from_observation(observation)
         if item.before.rows != item.footer_rows:
             raise UnitFailure(
                 f"{label}: verification failed: its {len(footers)} file(s) hold {item.footer_rows} rows by their own "
@@ -179,6 +183,7 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
             bytes_before=item.plan.total_bytes,
             bytes_after=sum(f.size for f in staged),
             seconds=time.monotonic() - started,
+            detail=f"{merging.merged_files} file(s) byte-merged into {merging.outputs}" if merging.outputs else "",
         )
     except UnitFailure as failure:
         item.failure = str(failure)
@@ -188,6 +193,15 @@ def _write_unit(run: CompactionRun, item: BatchItem) -> None:
             f"{label}: could not read or write its data ({java_cause(error)}); the original files are "
             "untouched. Check the files of this partition (a corrupt or unreadable file?) and retry."
         )
+
+
+def _byte_merge(run: CompactionRun, item: BatchItem, session, footers: list, label: str) -> MergeOutcome:
+    staging = (run.journal.units[item.index].incoming, f"lk-merged-{run.journal.run_id}-{item.index}")
+    limits = (run.options.byte_merge_min_row_group_bytes, run.options.thresholds.block_size_bytes)
+    rearranged = bool(run.sort_columns or item.result.dropped_columns)  # only a rewrite sorts or drops columns
+    outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, run.options.codec, label, rearranged)
+    item.result.files_byte_merged = outcome.merged_files
+    return outcome
 
 
 def _stage(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:

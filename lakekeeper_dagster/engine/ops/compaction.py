@@ -9,6 +9,7 @@ originals, refresh caches and statistics, mark the batch committed.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError
@@ -25,6 +26,7 @@ from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit
 from lakekeeper_dagster.engine.protocol.commit import finish_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
+from lakekeeper_dagster.engine.rewrite.codec import recompression_reason, validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import ProgressStep, RunKind, UnitStatus
 
@@ -96,6 +98,7 @@ def compact_table(
     `progress` hears of the recovery of interrupted runs, the plan, each batch and each unit's steps as they happen.
     """
     info = load_compactable(spark, database, table)
+    validated_codec(options.codec, info.file_format, f"{info.qualified_name}: codec")  # before anything is touched
     progress = serialized(progress)
 
     def report(step: ProgressStep, unit: str | None = None, **figures) -> None:
@@ -147,6 +150,9 @@ def compact_table(
                 options.thresholds,
             )
             skip = _select(plan, options.force)
+            if skip is not None and options.codec:  # in another codec: recompressed even when its files are large
+                recompress = recompression_reason(spark, info, entries.files, options.codec)
+                plan, skip = (replace(plan, reason=recompress), None) if recompress else (plan, skip)
             if skip is not None:
                 results.append(
                     _result(

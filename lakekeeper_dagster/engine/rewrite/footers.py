@@ -43,6 +43,12 @@ class FileFooter:
     decimal_legacy: bool | None = None
     datetime_rebase: str | None = None
     int96_rebase: str | None = None
+    row_groups: tuple[tuple[int, int], ...] = ()  # per Parquet row group / ORC stripe: (rows, compressed bytes)
+    codecs: tuple[str, ...] = ()  # sorted distinct compression codecs (ORC: its CompressionKind)
+    physical_schema: str = ""  # Parquet MessageType / ORC TypeDescription, as toString() prints it
+    writer: str = ""  # Parquet created_by / ORC "file version|writer version|software version"
+    key_values: tuple[tuple[str, str], ...] = ()  # sorted Parquet key-value metadata / ORC user metadata
+    encrypted: bool = False  # a Parquet file with an encrypted footer or encrypted columns
 
 
 def _unreadable(path: str, label: str, error: Exception) -> UnitFailure:
@@ -90,15 +96,32 @@ def _rebase(metadata, key: str) -> str | None:
     return "CORRECTED"
 
 
+def _text(java, value) -> str:
+    """An ORC user metadata value (a ByteBuffer) as UTF-8 text where it decodes, else hex."""
+    latin = java.java.nio.charset.StandardCharsets.ISO_8859_1  # one char a byte: the bytes come back exactly
+    data = str(latin.decode(value.duplicate()).toString()).encode("latin-1")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.hex()
+
+
 def _parquet(java, conf, path: str) -> FileFooter:
-    reader = java.org.apache.parquet.hadoop.ParquetFileReader.open(
-        java.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(java.org.apache.hadoop.fs.Path(path), conf)
+    hadoop_path = java.org.apache.hadoop.fs.Path(path)
+    reader = java.org.apache.parquet.hadoop.ParquetFileReader.open(  # decryption as the cluster's conf sets it
+        java.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hadoop_path, conf),
+        java.org.apache.parquet.HadoopReadOptions.builder(conf, hadoop_path).build(),
     )
     try:
-        meta = reader.getFooter().getFileMetaData()
+        footer = reader.getFooter()
+        meta = footer.getFileMetaData()
         schema = meta.getSchema()
         metadata = meta.getKeyValueMetaData()
         timestamps, decimals, dates = _parquet_encodings(schema)
+        blocks = [list(block.getColumns()) for block in footer.getBlocks()]
+        encrypted = str(meta.getEncryptionType().name()) != "UNENCRYPTED"
+        # an encrypted column's metadata cannot be read without its key: the figures count the others
+        plain = [[chunk for chunk in block if not chunk.isEncrypted()] for block in blocks]
         return FileFooter(
             path,
             int(reader.getRecordCount()),
@@ -107,6 +130,15 @@ def _parquet(java, conf, path: str) -> FileFooter:
             decimal_legacy=decimals.pop() if len(decimals) == 1 else None,
             datetime_rebase=_rebase(metadata, LEGACY_DATETIME_KEY) if dates else None,
             int96_rebase=_rebase(metadata, LEGACY_INT96_KEY) if "INT96" in timestamps else None,
+            row_groups=tuple(
+                (int(b.getRowCount()), sum(int(c.getTotalSize()) for c in chunks))
+                for b, chunks in zip(footer.getBlocks(), plain, strict=True)
+            ),
+            codecs=tuple(sorted({str(c.getCodec().name()) for chunks in plain for c in chunks})),
+            physical_schema=str(schema.toString()),
+            writer=str(meta.getCreatedBy() or ""),
+            key_values=tuple(sorted((str(k), str(v)) for k, v in dict(metadata).items())),
+            encrypted=encrypted or any(len(p) < len(b) for p, b in zip(plain, blocks, strict=True)),
         )
     finally:
         reader.close()
@@ -118,7 +150,18 @@ def _orc(java, conf, path: str) -> FileFooter:
     )
     try:
         names = tuple(str(name) for name in reader.getSchema().getFieldNames())
-        return FileFooter(path, int(reader.getNumberOfRows()), names)
+        keys = reader.getMetadataKeys()
+        versions = (reader.getFileVersion().getName(), reader.getWriterVersion().name(), reader.getSoftwareVersion())
+        return FileFooter(
+            path,
+            int(reader.getNumberOfRows()),
+            names,
+            row_groups=tuple((int(s.getNumberOfRows()), int(s.getLength())) for s in reader.getStripes()),
+            codecs=(str(reader.getCompressionKind().name()),),
+            physical_schema=str(reader.getSchema().toString()),
+            writer="|".join(str(v) for v in versions),
+            key_values=tuple(sorted((str(k), _text(java, reader.getMetadataValue(k))) for k in keys)),
+        )
     finally:
         reader.close()
 
