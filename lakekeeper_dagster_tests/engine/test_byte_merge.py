@@ -85,7 +85,7 @@ def _table(spark, database: str, root, fmt: str = "parquet", columns: str = "id 
 
 
 def _footers(spark, fmt: str, files) -> list[FileFooter]:
-    return read_footers(spark, fmt, [p.as_uri() for p in files], "test")
+    return read_footers(spark, fmt, [f"file://{p}" for p in files], "test")
 
 
 def _on_disk(root) -> dict[str, tuple[int, int]]:
@@ -231,25 +231,27 @@ def test_recompression_keeps_content_and_changes_the_codec(spark, database, data
         f"STORED AS PARQUET LOCATION '{data_dir.as_uri()}'"
     )
     table = f"{database}.ev"
-    parts = {"merged": ("snappy", 2), "rewritten": ("snappy", 2), "single": ("snappy", 1), "done": ("zstd", 1)}
+    parts = {"merged": ("snappy", 2), "rewritten": ("snappy", 0), "single": ("snappy", 1), "done": ("zstd", 1)}
     for number, (name, (codec, files)) in enumerate(parts.items()):
         for index in range(files):
-            _write(spark, (data_dir / f"p={name}").as_uri(), number * 10000 + index * 3000, 3000, compression=codec)
-        spark.sql(f"ALTER TABLE {table} ADD PARTITION (p='{name}')")
+            location = f"{data_dir.as_uri()}/p={name}"  # as_uri() would escape the "="
+            _write(spark, location, number * 10000 + index * 3000, 3000, compression=codec)
     small = data_dir / "p=rewritten"
-    for path in data_files(small)[1:]:  # one file of one tiny row group: never merged byte-wise
-        path.unlink()
-    spark.range(13000, 13010, numPartitions=1).selectExpr(
-        "id", "concat('v', cast(id AS string)) AS v", "cast(id % 7 AS int) AS n"
-    ).write.mode("append").option("compression", "snappy").parquet(small.as_uri())
+    for first in (13000, 13010):  # two files of one tiny row group each: never merged byte-wise
+        _write(spark, f"{data_dir.as_uri()}/p=rewritten", first, 10, compression="snappy")
+    for name in parts:
+        spark.sql(f"ALTER TABLE {table} ADD PARTITION (p='{name}')")
     before, done = rows_of(spark, table), _on_disk(data_dir / "p=done")
-    options = dataclasses.replace(MERGING, byte_merge_min_row_group_bytes=2048, codec="zstd")
+    large = _footers(spark, "parquet", data_files(data_dir / "p=merged") + data_files(data_dir / "p=single"))
+    smallest = min(size for f in large for _, size in f.row_groups)  # the threshold: every row group of these
+    assert all(size < smallest for f in _footers(spark, "parquet", data_files(small)) for _, size in f.row_groups)
+    options = dataclasses.replace(MERGING, byte_merge_min_row_group_bytes=smallest, codec="zstd")
 
     results = {r.partition: r for r in compact_table(spark, database, "ev", options)}
 
     assert results["p=done"].status == UnitStatus.SKIPPED and _on_disk(data_dir / "p=done") == done
     assert (results["p=merged"].files_byte_merged, results["p=single"].files_byte_merged) == (2, 1)
-    assert results["p=rewritten"].files_byte_merged == 0  # its 10-row file's row group is below 2 KB
+    assert results["p=rewritten"].files_byte_merged == 0  # its 10-row file's row group is below the threshold
     for name in ("merged", "rewritten", "single"):
         result = results[f"p={name}"]
         assert result.status == UnitStatus.COMPACTED and result.checksum_matches, result.reason
