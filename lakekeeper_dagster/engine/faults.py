@@ -12,6 +12,7 @@ to let a test change files at that moment), after printing `lakekeeper fault: sl
 attributes of a staged directory or file fails);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification;
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.
+`LAKEKEEPER_FAULT=drop-merged-row-groups` makes a byte merge leave out its last input (`rewrite/merge.py`).
 Unset (the default), every point is a no-op.
 """
 
