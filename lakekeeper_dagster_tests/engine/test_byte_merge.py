@@ -50,6 +50,13 @@ def test_rule_never_merges_files_that_differ(different):
     assert plan.merges == () and plan.rewrite == ("a", "b")
 
 
+def test_rule_never_merges_files_of_parquet_mr_before_1_8():
+    old = [_footer(name, writer="parquet-mr version 1.6.0 (build abc)") for name in "ab"]
+    assert plan_merge(old, 1, 1000).rewrite == ("a", "b")
+    new = [_footer(name, writer="parquet-mr version 1.12.3 (build abc)") for name in "ab"]
+    assert plan_merge(new, 1, 1000).merges == (("a", "b"),)
+
+
 def test_rule_splits_a_group_near_the_block_size_and_recompresses_only_where_the_format_can():
     files = [_footer(name, groups=((100, 400),)) for name in "abcde"]
     assert plan_merge(files, 1, 1000).merges == (("a", "b"), ("c", "d"))  # e alone: rewritten

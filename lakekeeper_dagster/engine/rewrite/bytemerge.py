@@ -7,7 +7,9 @@ version, writer version and software version) and the same key-value metadata (S
 `...parquet.row.metadata`, `...legacyDateTime` and `...legacyINT96`, which decide how Spark rebases old dates and
 INT96 timestamps, are copied to the output: files that differ there cannot share one footer). It is only worth it
 for files whose every row group / stripe is large (`min_row_group_bytes`): a file of many small row groups reads
-2-4 times slower than a rewritten one, so small row groups are never merged. Encrypted files are never merged.
+2-4 times slower than a rewritten one, so small row groups are never merged. Encrypted files are never merged, nor
+files of parquet-mr before 1.8.0 (readers correct their statistics and delta byte arrays by that writer's version,
+which the merged file's `created_by`, the merging library's, would no longer name).
 A group of such files is merged when it has at least two of them, or one whose codec the run changes (Parquet's
 codec transform recompresses pages without decoding values); a group bigger than the block size is split into
 outputs of about the block size. Everything else is rewritten by Spark.
@@ -15,6 +17,7 @@ outputs of about the block size. Everything else is rewritten by Spark.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter
@@ -38,10 +41,19 @@ def _group_key(footer: FileFooter) -> tuple:
     return footer.physical_schema, footer.codecs, footer.writer, footer.key_values
 
 
+def _old_parquet_mr(writer: str) -> bool:
+    """Written by parquet-mr before 1.8.0, whose files' readers work around known bugs (statistics, delta byte
+    arrays) by the writer's version: a merged file names the merging library as its writer and would lose that."""
+    found = re.match(r"parquet-mr version (\d+)\.(\d+)", writer)
+    return found is not None and (int(found[1]), int(found[2])) < (1, 8)
+
+
 def _unmergeable(footer: FileFooter, min_row_group_bytes: int) -> str | None:
     """Why this file can never be byte-merged, or None."""
     if footer.encrypted:
         return "encrypted"
+    if _old_parquet_mr(footer.writer):
+        return f"written by {footer.writer}, older than parquet-mr 1.8.0"
     if not footer.row_groups:
         return "no row groups"
     smallest = min(size for _, size in footer.row_groups)
