@@ -105,13 +105,14 @@ def test_alike_files_are_merged_at_the_byte_level(spark, database, data_dir, fmt
     for first in (0, 5000):
         _write(spark, data_dir.as_uri(), first, 5000, fmt)
     inputs = _footers(spark, fmt, data_files(data_dir))
+    _write(spark, data_dir.as_uri(), 10000, 10, fmt, compression="gzip" if fmt == "parquet" else "zlib")  # alone
     before = rows_of(spark, table)
 
     (result,) = compact_table(spark, database, "ev", MERGING)
 
-    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 2, 1)
-    assert result.rows_after == 10000 and result.checksum_matches
-    (output,) = _footers(spark, fmt, data_files(data_dir))
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 2, 2)
+    assert result.rows_after == 10010 and result.checksum_matches  # the merged and the rewritten file
+    (output,) = _footers(spark, fmt, [p for p in data_files(data_dir) if p.name.startswith("lk-merged-")])
     assert output.rows == 10000 and len(output.row_groups) == sum(len(f.row_groups) for f in inputs) > 2
     assert all(key in dict(output.key_values) for key, _ in inputs[0].key_values)  # Spark's keys kept
     assert {k: v for k, v in output.key_values if k in dict(inputs[0].key_values)} == dict(inputs[0].key_values)
