@@ -28,7 +28,7 @@ STEPS = [
     ("lakekeeper_dagster.engine.ops.compaction", "refuse_leftovers", "recovery check"),
     # Only at top level (the snapshot before planning, the staged output): inside another step it is that step's.
     ("lakekeeper_dagster.engine.fs.storage", "Storage.list_data_files", "listing"),
-    ("lakekeeper_dagster.engine.ops.batch", "_stage", "write"),
+    ("lakekeeper_dagster.engine.ops.batch", "stage", "write"),
     ("lakekeeper_dagster.engine.ops.batch", "fingerprints_by_file", "verify"),
     ("lakekeeper_dagster.engine.ops.run", "CompactionRun.ensure_backup", "backup"),
     ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),  # called as `backups.add_partitions`

@@ -7,6 +7,7 @@ from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.model import TableInfo, validated_name, validated_partition
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import UnitResult
+from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.failures import engine_failures
@@ -37,6 +38,11 @@ class CompactConfig(dg.Config):
     )
     partitions: list[str] = Field(
         default=[], description="only these partitions of the run (the sensor's request); empty: all of them"
+    )
+    codec: str | None = Field(
+        default=None,
+        description="recompress into this codec (e.g. zstd), partitions in another codec too; "
+        "empty: the codec setting, else the table's",
     )
 
 
@@ -76,6 +82,7 @@ def check_config(config: CompactConfig, info: TableInfo) -> None:
         for column in config.sort_columns:
             validated_name(column, "an entry of config.sort_columns")
         resolve_sort_columns(info, tuple(config.sort_columns))
+        validated_codec(config.codec, info.file_format, "config.codec")
     if config.partitions and not info.is_partitioned:
         raise dg.Failure(description=f"config.partitions is set but {info.qualified_name} has no partitions; remove it")
 
@@ -121,6 +128,7 @@ def build_table_asset(
             owner=run_owner(context.run_id),
             sort_columns=config.sort_columns or None,
             force=config.force or context.run.tags.get(FORCE_TAG) == "true",
+            codec=config.codec,
         )
         keys = run_units(context, config, info) if spec.partitions_def else None
         with engine_failures():  # each step of each partition on the run's log as it happens: the run page moves

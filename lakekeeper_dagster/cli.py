@@ -195,7 +195,9 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
         name = f"{database}.{table}"
         try:
             owner = run_owner(None)
-            options = config.compaction_options(database, table, owner=owner, sort_columns=sort, force=args.force)
+            options = config.compaction_options(
+                database, table, owner=owner, sort_columns=sort, force=args.force, codec=args.codec
+            )
             partitions = [args.partition] if args.partition is not None else None
             with shown(name) as progress:  # on stderr: a bar on a terminal, else plain lines
                 results = compact_table(spark, database, table, options, partitions, progress)
@@ -310,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--partition", help="one Hive partition name, e.g. date=2024-01-01/ref=FR (with --table)")
     compact.add_argument("--sort-columns", help="a,b: sort before writing (single table)")
     compact.add_argument("--force", action="store_true", help="rewrite partitions even above the size threshold")
+    compact.add_argument("--codec", help="recompress into this codec (e.g. zstd), partitions in another codec too")
     compact.add_argument("--dry-run", dest="dry_run", action="store_const", const=True, help="report only")
     compact.add_argument("--no-dry-run", dest="dry_run", action="store_const", const=False)
     compact.add_argument("--analyze-stats", dest="analyze_after_compaction", action="store_const", const=True)

@@ -15,6 +15,7 @@ attributes of a staged directory or file fails);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification (of every unit;
 `drop-staged-file@<partition>`: of that partition only);
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.
+`LAKEKEEPER_FAULT=drop-merged-row-groups` makes a byte merge leave out its last input (`rewrite/merge.py`).
 Unset (the default), every point is a no-op.
 """
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lakekeeper_dagster.engine.hive.selection import TableSelection
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
 from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, WriteMode
+from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 
 MB = 1024 * 1024
 
@@ -107,6 +108,19 @@ class EngineSettings(StrictModel):
         "directories atomically: a crash or a concurrent reader mid-swap can then see a partition half moved. Only "
         "hdfs, viewfs, webhdfs, swebhdfs and file are compacted without it.",
     )
+    byte_merge_min_row_group_mb: int = Field(
+        default=32,
+        ge=0,
+        description="Merge a partition's files at the byte level (row groups / stripes copied, never decoded) when "
+        "every row group / stripe of theirs is at least this many MB and they share schema, codec, writer and "
+        "metadata; smaller ones are rewritten by Spark. 0: always rewrite.",
+    )
+    codec: str | None = Field(
+        default=None,
+        description="The codec every compacted file gets (Parquet: uncompressed, snappy, gzip, lz4_raw, zstd; ORC: "
+        "none, snappy, zlib, lz4, zstd); partitions in another codec are recompressed even when their files are "
+        "large. Unset: keep the table's codec.",
+    )
     batching: BatchSettings = Field(
         default_factory=BatchSettings,
         description="How a compaction run batches partitions (concurrent writes, one verification job per batch).",
@@ -115,6 +129,11 @@ class EngineSettings(StrictModel):
         default_factory=TableSelection,
         description="Which tables are managed: the assets in Dagster and the CLI's tables when none is named.",
     )
+
+    @field_validator("codec")
+    @classmethod
+    def _known_codec(cls, value: str | None) -> str | None:
+        return validated_codec(value)
 
     def thresholds(self) -> Thresholds:
         """The plan's small-file rule."""
@@ -146,8 +165,9 @@ class EngineSettings(StrictModel):
         owner: str,
         sort_columns: Sequence[str] | None = None,
         force: bool = False,
+        codec: str | None = None,
     ) -> CompactionOptions:
-        """The options of one table's compaction run; `sort_columns` (when given) replaces the table's setting."""
+        """The options of one table's compaction run; `sort_columns` and `codec` (when given) replace the settings."""
         sort = sort_columns if sort_columns is not None else self.sort_columns_for(database, table)
         return CompactionOptions(
             thresholds=self.thresholds(),
@@ -159,4 +179,6 @@ class EngineSettings(StrictModel):
             batching=self.batching_rule(),
             drop_undeclared_columns=self.drop_undeclared_columns,
             non_atomic_rename_schemes_accepted=tuple(self.non_atomic_rename_schemes_accepted),
+            codec=validated_codec(codec, setting="--codec / config codec") if codec is not None else self.codec,
+            byte_merge_min_row_group_bytes=self.byte_merge_min_row_group_mb * MB,
         )

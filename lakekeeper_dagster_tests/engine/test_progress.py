@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from lakekeeper_dagster.engine.ops import batch
+from lakekeeper_dagster.engine.ops import write
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
@@ -36,7 +36,7 @@ def test_a_compaction_reports_each_batch_and_each_units_steps_with_real_figures(
     sizes = {f"date={d['date']}": _size(data_dir / f"date={d['date']}") for d in DAYS}
     (data_dir / "date=2024-03-03" / ".part-0.inprogress.1").write_bytes(b"a writer is writing")  # live: waited for
     monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 1.0)
-    monkeypatch.setattr(batch, "SPARK_REPORT_SECONDS", 0.01)  # every Spark write outlasts this: reported as waited for
+    monkeypatch.setattr(write, "SPARK_REPORT_SECONDS", 0.01)  # every Spark write outlasts this: reported as waited for
     options = CompactionOptions(OPTIONS.thresholds, batching=Batching(max_units=2, concurrent_jobs=2))
     events: list[ProgressEvent] = []
 

@@ -380,9 +380,7 @@ class Storage:
         fs = self._fs(source)
         src, dst = self._path(source), self._path(target)
         missing = self._carry(fs, self._attributes(fs, fs.getFileStatus(src)), fs.getFileStatus(dst))
-        model = next(
-            (f for f in fs.listStatus(src) if f.isFile() and not is_hidden(str(f.getPath().getName()))), None
-        )
+        model = next((f for f in fs.listStatus(src) if f.isFile() and not is_hidden(str(f.getPath().getName()))), None)
         if model is not None:
             attributes = self._attributes(fs, model)
             for staged in fs.listStatus(dst):

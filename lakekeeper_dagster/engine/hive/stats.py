@@ -26,6 +26,7 @@ DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how the metastore names a nu
 
 log = logging.getLogger(__name__)
 
+
 def _scala_map(spark: SparkSession, values: dict) -> Any:
     """An immutable Scala Map of these entries (a partition spec, table or partition parameters)."""
     java = jvm(spark)

@@ -60,9 +60,7 @@ def verify_against_backup(spark: SparkSession, database: str, table: str) -> lis
     comparisons = []
     for unit in units:
         now = live.get(storage.qualify(unit.live), EMPTY)
-        then = combine(
-            [kept.get(storage.qualify(unit.retired), EMPTY), kept.get(storage.qualify(unit.live), EMPTY)]
-        )
+        then = combine([kept.get(storage.qualify(unit.retired), EMPTY), kept.get(storage.qualify(unit.live), EMPTY)])
         comparisons.append(
             BackupComparison(found[0].name, unit.partition, now.rows, then.rows, now.checksum, then.checksum)
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError
-from lakekeeper_dagster.engine.fs.storage import DirEntries, DirStats, Storage
+from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, DirStats, Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
@@ -22,10 +22,11 @@ from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.plan.thresholds import batches
-from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit, small_files
+from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit, recompressed, rewritten_files
 from lakekeeper_dagster.engine.protocol.commit import finish_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
+from lakekeeper_dagster.engine.rewrite.codec import recompression_reason, validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import ProgressStep, RunKind, UnitStatus
 
@@ -58,6 +59,12 @@ def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **
     )
 
 
+def _kept(files: list[DataFile], plan: UnitPlan, options: CompactionOptions) -> list[str]:
+    """The names of the unit's files left alone (large), carried by the swap."""
+    rewritten = {f.name for f in rewritten_files(files, plan, options.thresholds)}
+    return [f.name for f in files if f.name not in rewritten]
+
+
 def _journal(info: TableInfo, options: CompactionOptions, run_id: str, work: list[tuple[UnitPlan, DirEntries, Unit]]):
     units = [
         UnitRecord(
@@ -67,7 +74,7 @@ def _journal(info: TableInfo, options: CompactionOptions, run_id: str, work: lis
             incoming=sibling(plan.location, "staging", run_id),
             retired=sibling(plan.location, "old", run_id),
             known=[f.name for f in entries.files],
-            kept=[f.name for f in entries.files if not options.thresholds.is_small(f.size)],
+            kept=_kept(entries.files, plan, options),
             target_files=plan.write_files,
             snapshot={f.name: [f.size, f.modification_time] for f in entries.files},
         )
@@ -89,6 +96,7 @@ def compact_table(
     `progress` hears of the recovery of interrupted runs, the plan, each batch and each unit's steps as they happen.
     """
     info = load_compactable(spark, database, table)
+    validated_codec(options.codec, info.file_format, f"{info.qualified_name}: codec")  # before anything is touched
     progress = serialized(progress)
 
     def report(step: ProgressStep, unit: str | None = None, **figures) -> None:
@@ -132,6 +140,8 @@ def compact_table(
                 continue
             stats = DirStats.of(target.location, entries.files, options.thresholds.min_file_bytes)
             plan = plan_unit(target.partition, target.location, stats, options.thresholds, force=options.force)
+            if options.codec and (recompress := recompression_reason(spark, info, entries.files, options.codec)):
+                plan = recompressed(plan, recompress, options.thresholds)  # every file, the large ones too
             if not plan.needs_compaction:
                 figures = {"files_after": plan.file_count, "bytes_after": plan.total_bytes}
                 results.append(_result(info, plan, UnitStatus.SKIPPED, plan.reason, **figures))
@@ -149,7 +159,7 @@ def compact_table(
                 plan,
                 entries,
                 _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id),
-                small_files(entries.files, options.thresholds),  # the large files are left alone
+                rewritten_files(entries.files, plan, options.thresholds),  # the large files are left alone
             )
             for i, (plan, entries, _) in enumerate(work)
         ]

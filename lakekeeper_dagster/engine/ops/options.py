@@ -19,6 +19,8 @@ class CompactionOptions:
     batching: Batching = Batching()
     drop_undeclared_columns: bool = False  # rewrite files holding columns the table does not declare, dropping them
     non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
+    codec: str | None = None  # the codec every rewritten or merged file gets; None keeps the table's (`choose_codec`)
+    byte_merge_min_row_group_bytes: int = 32 * 1024 * 1024  # byte-merge files whose row groups all reach it; 0: never
 
 
 @dataclass
@@ -45,6 +47,7 @@ class UnitResult:
     carried_files: int = 0
     run_id: str | None = None
     dropped_columns: list[str] = field(default_factory=list)  # file columns the table does not declare, dropped
+    files_byte_merged: int = 0  # input files merged at the byte level (row groups/stripes copied), not rewritten
 
     @property
     def row_count_preserved(self) -> bool:

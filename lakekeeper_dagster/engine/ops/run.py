@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
@@ -16,6 +16,7 @@ from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint
+from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome
 from lakekeeper_dagster.engine.statuses import ProgressStep, RunStep
 from spark_resources.py4j import job_description
 
@@ -79,4 +80,6 @@ class BatchItem:
     footer_rows: int = 0  # the input's rows as its files' own metadata count them
     encodings: dict | None = None  # what the input files use and the output keeps (`rewrite/encodings.py`)
     codec: str | None = None  # what the output is compressed with (`rewrite/codec.py`)
+    # the inputs byte-merged into the staging directory (`rewrite/merge.py`)
+    merged: MergeOutcome = field(default_factory=lambda: MergeOutcome([]))
     failure: str | None = None

@@ -69,7 +69,7 @@ class ProgressEvent:
             return (
                 f"{self.subject}: written {self.files_before} -> {self.files_after} files, "
                 f"{human_bytes(self.bytes_before or 0)} -> {human_bytes(self.bytes_after or 0)} in {self.seconds:.1f} s"
-            )
+            ) + (f" ({self.detail})" if self.detail else "")
         if step == ProgressStep.VERIFIED:
             checksum = "checksum match" if self.checksum_matches else "checksum MISMATCH"
             return f"{self.subject}: verified rows {self.rows_before} -> {self.rows_after}, {checksum}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirStats
 from lakekeeper_dagster.engine.plan.thresholds import Thresholds, human_bytes, target_file_count
@@ -69,9 +69,25 @@ class TablePlan:
         return data
 
 
-def small_files(files: list[DataFile], thresholds: Thresholds) -> list[DataFile]:
-    """The files of a unit a compaction rewrites (the others are large: left alone, carried by the swap)."""
-    return [f for f in files if thresholds.is_small(f.size)]
+def rewritten_files(files: list[DataFile], plan: UnitPlan, thresholds: Thresholds) -> list[DataFile]:
+    """The files of a unit a compaction rewrites: its small ones (the large ones are left alone, carried by the
+    swap), or all of them when the plan keeps none (a recompression)."""
+    return list(files) if plan.large_files == 0 else [f for f in files if thresholds.is_small(f.size)]
+
+
+def recompressed(plan: UnitPlan, reason: str, thresholds: Thresholds) -> UnitPlan:
+    """`plan` turned into the rewrite of every file of the unit (large ones too) to change their codec."""
+    write = target_file_count(plan.total_bytes, thresholds.block_size_bytes)
+    return replace(
+        plan,
+        status=PlanStatus.NEEDS_COMPACTION,
+        reason=reason,
+        small_files=plan.file_count,
+        small_bytes=plan.total_bytes,
+        large_files=0,
+        write_files=write,
+        target_files=write,
+    )
 
 
 def _decision(stats: DirStats, thresholds: Thresholds, write: int, force: bool) -> tuple[PlanStatus, str]:

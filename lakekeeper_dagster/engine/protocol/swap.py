@@ -115,9 +115,7 @@ def _abort(storage: Storage, unit: UnitRecord, why: str) -> SwapAborted:
     )
 
 
-def _verified(
-    storage: Storage, unit: UnitRecord, directory: str, when: str, carried_into: str | None = None
-) -> None:
+def _verified(storage: Storage, unit: UnitRecord, directory: str, when: str, carried_into: str | None = None) -> None:
     """The snapshot compared with `directory`, plus the kept files already carried into `carried_into`."""
     files = storage.list_data_files(directory) if storage.exists(directory) else []  # deleted: every file is gone
     if carried_into is not None and unit.kept and storage.exists(carried_into):

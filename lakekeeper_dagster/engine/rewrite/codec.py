@@ -1,19 +1,72 @@
-"""Which codec a rewrite writes: the table's TBLPROPERTIES, else what the existing files use."""
+"""Which codec a rewrite writes: the run's `codec` option, else the table's TBLPROPERTIES, else what the existing
+files use; and whether a unit's files need recompressing to the run's codec."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+from lakekeeper_dagster.engine.errors import ConfigError, UnitFailure
 from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from spark_resources.py4j import hadoop_conf, jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = logging.getLogger(__name__)
+
+
+# the codecs a run may write, as Spark's `compression` write option names them -> as the files' footers name them
+# (Parquet CompressionCodecName, ORC CompressionKind); lzo and brotli need native libraries Spark does not ship
+CODECS = {
+    "parquet": {
+        "uncompressed": "UNCOMPRESSED",
+        "snappy": "SNAPPY",
+        "gzip": "GZIP",
+        "lz4_raw": "LZ4_RAW",
+        "zstd": "ZSTD",
+    },
+    "orc": {"none": "NONE", "snappy": "SNAPPY", "zlib": "ZLIB", "lz4": "LZ4", "zstd": "ZSTD"},
+}
+
 
 def normalize_codec(codec: str) -> str:
     return codec.strip().lower()
+
+
+def validated_codec(codec: str | None, file_format: str | None = None, setting: str = "codec") -> str | None:
+    """`codec` normalized, or ConfigError naming `setting` and the allowed values (of `file_format` when given)."""
+    if codec is None:
+        return None
+    allowed = sorted(CODECS[file_format]) if file_format in CODECS else sorted({c for v in CODECS.values() for c in v})
+    name = normalize_codec(codec)
+    if name not in allowed:
+        where = f" for {file_format} tables" if file_format else ""
+        raise ConfigError(f"{setting}: unknown codec {codec!r}{where}; allowed: {', '.join(allowed)}")
+    return name
+
+
+def footer_codec(file_format: str, codec: str) -> str:
+    """How a file's footer names the codec Spark's `compression` option calls `codec`."""
+    return CODECS[file_format][normalize_codec(codec)]
+
+
+def recompression_reason(spark: SparkSession, info: TableInfo, files: list[DataFile], codec: str) -> str | None:
+    """Why a unit the size rule skips is rewritten anyway to change its files' codec to `codec`, or None when every
+    file already has it (read from the footers; a partition already in `codec` is never rewritten for it)."""
+    wanted = footer_codec(info.file_format, codec)
+    try:
+        footers = read_footers(spark, info.file_format, [f.path for f in files], info.qualified_name)
+    except UnitFailure as failure:  # left as the size rule decided; a compaction of it says what is unreadable
+        log.warning("%s", failure)
+        return None
+    others = [f for f in footers if f.codecs != (wanted,)]
+    if not others:
+        return None
+    found = sorted({"+".join(f.codecs) for f in others})
+    return f"recompress {len(others)} file(s) from {', '.join(found)} to {wanted}"
 
 
 def existing_codec(spark: SparkSession, info: TableInfo, file: DataFile) -> str:
@@ -39,8 +92,10 @@ def existing_codec(spark: SparkSession, info: TableInfo, file: DataFile) -> str:
         reader.close()
 
 
-def choose_codec(spark: SparkSession, info: TableInfo, files: list[DataFile]) -> str:
-    """TBLPROPERTIES' codec, else the codec the existing files use."""
+def choose_codec(spark: SparkSession, info: TableInfo, files: list[DataFile], codec: str | None = None) -> str:
+    """The run's `codec`, else TBLPROPERTIES' codec, else the codec the existing files use."""
+    if codec is not None:
+        return normalize_codec(codec)
     if info.codec_property:
         return normalize_codec(info.codec_property)
     return existing_codec(spark, info, files[0])

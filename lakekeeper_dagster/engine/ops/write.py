@@ -1,0 +1,221 @@
+"""The write step of a batch: each unit's inputs checked against their footers, what qualifies byte-merged
+(`rewrite/merge.py`), the rest rewritten by Spark into the unit's hidden staging sibling, the input fingerprint
+observed in the same pass.
+
+Units of a partitioned table are written in one Spark job per set of write settings (`batching.write_mode:
+one_job`, the default, `rewrite/onejob.py`), or each in a job of its own, `concurrent_jobs` at a time (`per_unit`).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+
+from lakekeeper_dagster.engine.errors import UnitFailure
+from lakekeeper_dagster.engine.faults import wants
+from lakekeeper_dagster.engine.fs.storage import child
+from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
+from lakekeeper_dagster.engine.plan.thresholds import WriteMode
+from lakekeeper_dagster.engine.protocol.checks import refuse_subdirectories
+from lakekeeper_dagster.engine.protocol.recovery import write_root
+from lakekeeper_dagster.engine.rewrite.codec import choose_codec
+from lakekeeper_dagster.engine.rewrite.encodings import format_options, input_encodings, write_settings
+from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, from_observation, observed
+from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome, byte_merge
+from lakekeeper_dagster.engine.rewrite.onejob import UnitWrite, output, write_units
+from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, refuse_undeclared
+from lakekeeper_dagster.engine.statuses import ProgressStep
+from spark_resources.py4j import isolated_session, java_cause
+
+SPARK_REPORT_SECONDS = 30.0  # while a batch's Spark writes run, say so this often
+
+
+def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
+    """The unit's files the Spark write reads (the one place it takes them), once their footers are checked.
+
+    The footers give their row count (checked against what Spark reads, so a file the read skips or cuts short
+    fails the unit), their columns (undeclared ones refused) and their encodings, which the write keeps.
+    """
+    label = run.label(run.journal.units[item.index])
+    refuse_subdirectories(item.snapshot.directories, label)
+    paths = [f.path for f in item.inputs]
+    footers = read_footers(run.spark, run.info.file_format, paths, label)
+    item.result.dropped_columns = refuse_undeclared(run.info, footers, label, run.options.drop_undeclared_columns)
+    item.encodings = input_encodings(footers, label)
+    item.footer_rows = sum(f.rows for f in footers)
+    if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
+        run.storage.delete(paths[0])
+    item.codec = choose_codec(run.spark, run.info, item.inputs, run.options.codec)
+    item.merged = _byte_merge(run, item, footers, label)  # what qualifies is merged first; the rest goes to Spark
+    return item.merged.rewrite
+
+
+def _byte_merge(run: CompactionRun, item: BatchItem, footers: list, label: str) -> MergeOutcome:
+    """Byte-merge what qualifies among the unit's inputs into its staging directory (`rewrite/merge.py`)."""
+    staging = (run.journal.units[item.index].incoming, f"lk-merged-{run.journal.run_id}-{item.index}")
+    limits = (run.options.byte_merge_min_row_group_bytes, run.options.thresholds.block_size_bytes)
+    rearranged = bool(run.sort_columns or item.result.dropped_columns)  # only a rewrite sorts or drops columns
+    session = isolated_session(run.spark, write_settings(item.encodings))
+    outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, run.options.codec, label, rearranged)
+    item.result.files_byte_merged = outcome.merged_files
+    return outcome
+
+
+def _spark_files(run: CompactionRun, item: BatchItem) -> int:
+    """How many files the Spark write gives the unit: its planned count, or beside byte-merged files its share's."""
+    planned = run.journal.units[item.index].target_files
+    return item.merged.targets(planned, item.inputs, run.options.thresholds.block_size_bytes)
+
+
+def _unwritable(run: CompactionRun, item: BatchItem, error: Exception, together: int = 1) -> str:
+    run.storage.delete(run.journal.units[item.index].incoming)
+    shared = f", written in one Spark job with {together - 1} other partition(s)" if together > 1 else ""
+    return (
+        f"{run.label(run.journal.units[item.index])}: could not read or write its data{shared} ({java_cause(error)}); "
+        "the original files are untouched. Check the files of this partition (a corrupt or unreadable file?) and "
+        "retry" + (" (batching.write_mode: per_unit writes each partition alone)." if together > 1 else ".")
+    )
+
+
+def _written(run: CompactionRun, item: BatchItem, before: Fingerprint, started: float) -> None:
+    """Check what the write read against the input files' footers, and report the unit written."""
+    unit = run.journal.units[item.index]
+    if wants("drop-staged-file") or wants(f"drop-staged-file@{unit.partition}"):
+        run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
+    item.before = before = combine([item.merged.before, before])
+    if before.rows != item.footer_rows:
+        raise UnitFailure(
+            f"{run.label(unit)}: verification failed: its {len(item.inputs)} file(s) hold {item.footer_rows} rows by "
+            f"their own metadata but Spark read {before.rows} (a file skipped or read short); the output was deleted "
+            "and the original files are untouched"
+        )
+    staged = run.storage.list_data_files(unit.incoming)
+    figures = {"files_before": len(item.inputs), "files_after": len(staged), "bytes_before": item.plan.total_bytes}
+    figures.update(bytes_after=sum(f.size for f in staged), seconds=time.monotonic() - started)
+    merged = item.merged
+    if merged.outputs:
+        figures.update(detail=f"{merged.merged_files} file(s) byte-merged into {merged.outputs}")
+    run.report(ProgressStep.WRITTEN, unit, **figures)
+
+
+def _write_unit(run: CompactionRun, item: BatchItem, paths: list[str]) -> None:
+    """Write one compacted unit into its staging directory in a Spark job of its own, its input fingerprint
+    observed in the same pass, in a clone of the session under the reader settings and the input's encodings.
+
+    Runs in a worker thread (several units' Spark jobs at once); a failure is kept on the item, never raised.
+    """
+    unit = run.journal.units[item.index]
+    started = time.monotonic()
+    try:
+        if not paths:  # every input was byte-merged
+            _written(run, item, EMPTY, started)
+            return
+        session = isolated_session(run.spark, write_settings(item.encodings))
+        files = _spark_files(run, item)
+        with run.spark_job(f"{run.label(unit)}: write {files} file(s)"):
+            df, observation = observed(
+                read_files(session, run.info, run.schema, paths), f"lk-in-{run.journal.run_id}-{item.index}"
+            )
+            writer = arrange(df, run.sort_columns, files).write.mode(item.merged.write_mode)
+            writer.format(run.info.file_format).options(**format_options(run.info))
+            writer.option("compression", item.codec).save(unit.incoming)
+        run.storage.delete(child(unit.incoming, "_SUCCESS"))
+        _written(run, item, from_observation(observation), started)
+    except UnitFailure as failure:
+        item.failure = str(failure)
+    except Exception as error:
+        item.failure = _unwritable(run, item, error)
+
+
+def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int, list[str]]) -> None:
+    """Write units sharing their write settings and codec in ONE Spark job (`rewrite/onejob.py`) under the run's
+    write root, then move each unit's output to its staging sibling (one rename). A failure of the job fails every
+    unit of the group, their outputs deleted; a unit whose read does not match its footers fails alone."""
+    units = [run.journal.units[item.index] for item in group]
+    root = child(write_root(run.info.location, run.journal.run_id), str(group[0].index))  # groups run concurrently
+    started = time.monotonic()
+    try:
+        session = isolated_session(run.spark, write_settings(group[0].encodings))
+        files = sum(u.target_files for u in units)
+        with run.spark_job(f"{run.info.qualified_name}: write {len(group)} partitions, {files} file(s), in one job"):
+            writes = [UnitWrite(inputs[item.index], _spark_files(run, item)) for item in group]
+            name = f"lk-in-{run.journal.run_id}-{group[0].index}"
+            found = write_units(session, run.info, run.schema, writes, run.sort_columns, group[0].codec, root, name)
+        for position, (item, unit) in enumerate(zip(group, units, strict=True)):
+            written = output(root, position)
+            if item.merged.outputs and run.storage.exists(written):  # beside its byte-merged files: moved in
+                for file in run.storage.list_data_files(written):
+                    run.storage.rename_file(file.path, child(unit.incoming, file.name))
+            elif run.storage.exists(written):
+                run.storage.rename_strict(written, unit.incoming)
+            elif item.merged.outputs:
+                continue  # no row beside the byte-merged files
+            else:  # no row: no directory written
+                run.storage.mkdirs(unit.incoming)
+    except Exception as error:
+        for item in group:
+            item.failure = _unwritable(run, item, error, len(group))
+        return
+    finally:
+        run.storage.delete(root)
+        run.storage.delete_empty_dir(write_root(run.info.location, run.journal.run_id))  # other groups may write
+    for item, before in zip(group, found, strict=True):
+        try:
+            _written(run, item, before, started)
+        except UnitFailure as failure:
+            item.failure = str(failure)
+
+
+def _write_jobs(run: CompactionRun, items: list[BatchItem]) -> list[list[BatchItem]]:
+    """The batch's Spark write jobs: with `write_mode` one_job, the units of a partitioned table staged under its
+    location are grouped by their write settings and codec (one job each), the others written alone."""
+    if run.options.batching.write_mode != WriteMode.ONE_JOB:
+        return [[item] for item in items]
+    groups: dict[tuple, list[BatchItem]] = {}
+    for item in items:
+        incoming = run.journal.units[item.index].incoming
+        key = (tuple(sorted(write_settings(item.encodings).items())), item.codec)
+        groups.setdefault(key if incoming.startswith(child(run.info.location, "")) else (item.index,), []).append(item)
+    return list(groups.values())
+
+
+def _prepared(run: CompactionRun, item: BatchItem) -> list[str]:
+    try:
+        return _spark_inputs(run, item)
+    except UnitFailure as failure:
+        item.failure = str(failure)
+    except Exception as error:
+        item.failure = _unwritable(run, item, error)
+    return []
+
+
+def stage(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
+    """Write every unit of the batch, `concurrent_jobs` Spark jobs at a time (`_write_jobs`); a unit that could not
+    be written keeps why in its `failure`.
+
+    Each job has its own session clone, so no setting of the run's session changes meanwhile. Every
+    `SPARK_REPORT_SECONDS` the partitions whose Spark jobs still run are reported as waited for.
+    """
+    workers = min(run.options.batching.concurrent_jobs, len(items))
+    started = time.monotonic()
+    with ThreadPoolExecutor(workers, thread_name_prefix="lk-write") as pool:
+        inputs = dict(zip((item.index for item in items), pool.map(lambda i: _prepared(run, i), items), strict=True))
+        jobs = _write_jobs(run, [item for item in items if item.failure is None and inputs[item.index]])
+        for item in items:
+            if item.failure is None and not inputs[item.index]:  # every input byte-merged: no Spark write
+                _write_unit(run, item, [])
+        futures = {
+            pool.submit(_write_unit, run, job[0], inputs[job[0].index])
+            if len(job) == 1
+            else pool.submit(_write_together, run, job, inputs): job
+            for job in jobs
+        }
+        while pending := wait(futures, timeout=SPARK_REPORT_SECONDS).not_done:
+            names = sorted(run.journal.units[i.index].partition or "the table" for f in pending for i in futures[f])
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            so_far = f"{time.monotonic() - started:.0f} s so far"
+            run.report(ProgressStep.WAITING, detail=f"the Spark writes of {', '.join(names[:3])}{more} ({so_far})")
+        for future in futures:
+            future.result()
+    return items

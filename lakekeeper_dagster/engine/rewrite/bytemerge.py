@@ -1,0 +1,114 @@
+"""Which of a unit's input files are merged at the byte level, and which go through the Spark rewrite: pure Python.
+
+A byte merge copies row groups (Parquet, `ParquetRewriter`) or stripes (ORC, `OrcFile.mergeFiles`) as they are
+into one output file, never decoding a value, so it is only correct for files that agree on everything a reader
+uses to decode them: the same physical schema, the same codec(s), the same writer (Parquet created_by; ORC file
+version, writer version and software version) and the same key-value metadata (Spark's `org.apache.spark.version`,
+`...parquet.row.metadata`, `...legacyDateTime` and `...legacyINT96`, which decide how Spark rebases old dates and
+INT96 timestamps, are copied to the output: files that differ there cannot share one footer). It is only worth it
+for files whose every row group / stripe is large (`min_row_group_bytes`): a file of many small row groups reads
+2-4 times slower than a rewritten one, so small row groups are never merged. Encrypted files are never merged, nor
+files of parquet-mr before 1.8.0 (readers correct their statistics and delta byte arrays by that writer's version,
+which the merged file's `created_by`, the merging library's, would no longer name).
+A group of such files is merged when it has at least two of them, or one whose codec the run changes (Parquet's
+codec transform recompresses pages without decoding values); a group bigger than the block size is split into
+outputs of about the block size. Everything else is rewritten by Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lakekeeper_dagster.engine.rewrite.footers import FileFooter
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """`merges`: the input paths of each byte-merged output file; `rewrite`: the inputs Spark rewrites;
+    `reasons`: why each rewritten input is not merged (for the log)."""
+
+    merges: tuple[tuple[str, ...], ...]
+    rewrite: tuple[str, ...]
+    reasons: dict[str, str]
+
+    @property
+    def merged_files(self) -> int:
+        return sum(len(paths) for paths in self.merges)
+
+
+def _group_key(footer: FileFooter) -> tuple:
+    return footer.physical_schema, footer.codecs, footer.writer, footer.key_values
+
+
+def _old_parquet_mr(writer: str) -> bool:
+    """Written by parquet-mr before 1.8.0, whose files' readers work around known bugs (statistics, delta byte
+    arrays) by the writer's version: a merged file names the merging library as its writer and would lose that."""
+    found = re.match(r"parquet-mr version (\d+)\.(\d+)", writer)
+    return found is not None and (int(found[1]), int(found[2])) < (1, 8)
+
+
+def _unmergeable(footer: FileFooter, min_row_group_bytes: int) -> str | None:
+    """Why this file can never be byte-merged, or None."""
+    if footer.encrypted:
+        return "encrypted"
+    if _old_parquet_mr(footer.writer):
+        return f"written by {footer.writer}, older than parquet-mr 1.8.0"
+    if not footer.row_groups:
+        return "no row groups"
+    smallest = min(size for _, size in footer.row_groups)
+    if smallest < min_row_group_bytes:
+        return f"a row group/stripe of {smallest} bytes < {min_row_group_bytes}"
+    return None
+
+
+def _split(footers: list[FileFooter], target_bytes: int) -> list[list[FileFooter]]:
+    """Consecutive runs of files of about `target_bytes` each (a file bigger than that goes alone)."""
+    bins: list[list[FileFooter]] = []
+    size = 0
+    for footer in footers:
+        bytes_ = sum(b for _, b in footer.row_groups)
+        if bins and size + bytes_ <= target_bytes:
+            bins[-1].append(footer)
+            size += bytes_
+        else:
+            bins.append([footer])
+            size = bytes_
+    return bins
+
+
+def plan_merge(
+    footers: list[FileFooter],
+    min_row_group_bytes: int,
+    target_bytes: int,
+    codec: str | None = None,
+    recompresses: bool = False,
+) -> MergePlan:
+    """Split a unit's input files (their footers, in input order) into byte merges and the Spark rewrite.
+
+    `codec`: the codec the run writes, as the footers name it (e.g. ZSTD), None to keep each file's. A group of
+    another codec is merged with its pages recompressed when the format `recompresses` while merging (Parquet),
+    else rewritten.
+    """
+    reasons: dict[str, str] = {}
+    groups: dict[tuple, list[FileFooter]] = {}
+    for footer in footers:
+        why = _unmergeable(footer, min_row_group_bytes)
+        if why is None:
+            groups.setdefault(_group_key(footer), []).append(footer)
+        else:
+            reasons[footer.path] = why
+    merges: list[tuple[str, ...]] = []
+    for members in groups.values():
+        recompress = codec is not None and members[0].codecs != (codec,)
+        if recompress and not recompresses:
+            reasons.update({f.path: f"codec {'+'.join(f.codecs)}, the run writes {codec}" for f in members})
+            continue
+        for part in _split(members, target_bytes):
+            if len(part) >= 2 or recompress:
+                merges.append(tuple(f.path for f in part))
+            else:
+                reasons[part[0].path] = "no other file of the same schema, codec, writer and metadata to merge with"
+    merged = {path for paths in merges for path in paths}
+    rewrite = tuple(f.path for f in footers if f.path not in merged)
+    return MergePlan(tuple(merges), rewrite, reasons)

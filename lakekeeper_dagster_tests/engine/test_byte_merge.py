@@ -1,0 +1,278 @@
+"""Byte-level merges and recompression (issue 17, items 2 and 3): row groups / stripes copied, never decoded, where
+the files agree on everything a reader decodes them with; everything else rewritten by Spark; data intact."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.rewrite.bytemerge import plan_merge
+from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
+from lakekeeper_dagster.engine.settings import EngineSettings
+from lakekeeper_dagster.engine.statuses import UnitStatus
+from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs, rows_of
+from spark_resources.py4j import hadoop_conf, jvm
+
+MERGING = dataclasses.replace(OPTIONS, byte_merge_min_row_group_bytes=1)  # KB-sized row groups count as large
+SPARK_KEYS = ("org.apache.spark.version", "org.apache.spark.sql.parquet.row.metadata")
+
+
+# --- the rule, without Spark -------------------------------------------------------------------------------------
+
+
+def _footer(path: str, groups=((100, 50),), **fields) -> FileFooter:
+    base = {"codecs": ("SNAPPY",), "physical_schema": "message s { int64 id; }", "writer": "parquet-mr 1.17.0"}
+    return FileFooter(path, sum(r for r, _ in groups), ("id",), row_groups=groups, **{**base, **fields})
+
+
+def test_rule_merges_alike_files_with_large_row_groups_only():
+    alike = [_footer("a"), _footer("b"), _footer("c", groups=((100, 50), (10, 5)))]  # c: one small row group
+    plan = plan_merge(alike, min_row_group_bytes=50, target_bytes=1000)
+    assert plan.merges == (("a", "b"),) and plan.rewrite == ("c",) and "5 bytes" in plan.reasons["c"]
+
+
+@pytest.mark.parametrize(
+    "different",
+    [
+        {"physical_schema": "message s { int32 id; }"},
+        {"codecs": ("GZIP",)},
+        {"writer": "parquet-mr 1.10.1"},
+        {"key_values": (("org.apache.spark.legacyDateTime", ""),)},
+        {"key_values": (("org.apache.spark.legacyINT96", ""),)},
+        {"encrypted": True},
+    ],
+)
+def test_rule_never_merges_files_that_differ(different):
+    plan = plan_merge([_footer("a"), _footer("b", **different)], min_row_group_bytes=1, target_bytes=1000)
+    assert plan.merges == () and plan.rewrite == ("a", "b")
+
+
+def test_rule_never_merges_files_of_parquet_mr_before_1_8():
+    old = [_footer(name, writer="parquet-mr version 1.6.0 (build abc)") for name in "ab"]
+    assert plan_merge(old, 1, 1000).rewrite == ("a", "b")
+    new = [_footer(name, writer="parquet-mr version 1.12.3 (build abc)") for name in "ab"]
+    assert plan_merge(new, 1, 1000).merges == (("a", "b"),)
+
+
+def test_rule_splits_a_group_near_the_block_size_and_recompresses_only_where_the_format_can():
+    files = [_footer(name, groups=((100, 400),)) for name in "abcde"]
+    assert plan_merge(files, 1, 1000).merges == (("a", "b"), ("c", "d"))  # e alone: rewritten
+    assert plan_merge(files[:1], 1, 1000, codec="ZSTD", recompresses=True).merges == (("a",),)
+    assert plan_merge(files[:2], 1, 1000, codec="ZSTD").rewrite == ("a", "b")  # ORC: no codec transform
+    assert plan_merge(files[:2], 1, 1000, codec="SNAPPY").merges == (("a", "b"),)  # already in the codec
+
+
+def test_codec_setting_is_validated():
+    with pytest.raises(ValueError, match="codec.*allowed: .*zstd"):  # the config loader says ConfigError
+        EngineSettings(codec="lzo")
+    options = EngineSettings(codec="ZSTD").compaction_options("db", "t", owner="cli")
+    assert options.codec == "zstd"
+    with pytest.raises(ConfigError, match="--codec"):
+        EngineSettings().compaction_options("db", "t", owner="cli", codec="brotli")
+
+
+# --- real tables -------------------------------------------------------------------------------------------------
+
+
+def _write(spark, location: str, first: int, rows: int, fmt: str = "parquet", columns=(), **options) -> None:
+    """One file of `rows` rows with many small row groups (stripes), appended at `location`."""
+    df = spark.range(first, first + rows, numPartitions=1).selectExpr(
+        "id", "concat('v', cast(id AS string)) AS v", "cast(id % 7 AS int) AS n", *columns
+    )
+    small = {"parquet.block.size": "8192"} if fmt == "parquet" else {"orc.stripe.size": "4096"}
+    df.write.mode("append").format(fmt).options(**{**small, **options}).save(location)
+
+
+def _table(spark, database: str, root, fmt: str = "parquet", columns: str = "id BIGINT, v STRING, n INT") -> str:
+    spark.sql(f"CREATE EXTERNAL TABLE `{database}`.ev ({columns}) STORED AS {fmt} LOCATION '{root.as_uri()}'")
+    return f"{database}.ev"
+
+
+def _footers(spark, fmt: str, files) -> list[FileFooter]:
+    return read_footers(spark, fmt, [f"file://{p}" for p in files], "test")
+
+
+def _on_disk(root) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_alike_files_are_merged_at_the_byte_level(spark, database, data_dir, fmt):
+    table = _table(spark, database, data_dir, fmt)
+    for first in (0, 5000):
+        _write(spark, data_dir.as_uri(), first, 5000, fmt)
+    inputs = _footers(spark, fmt, data_files(data_dir))
+    _write(spark, data_dir.as_uri(), 10000, 10, fmt, compression="gzip" if fmt == "parquet" else "zlib")  # alone
+    before = rows_of(spark, table)
+
+    (result,) = compact_table(spark, database, "ev", MERGING)
+
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 2, 2)
+    assert result.rows_after == 10010 and result.checksum_matches  # the merged and the rewritten file
+    (output,) = _footers(spark, fmt, [p for p in data_files(data_dir) if p.name.startswith("lk-merged-")])
+    assert output.rows == 10000 and len(output.row_groups) == sum(len(f.row_groups) for f in inputs) > 2
+    assert all(key in dict(output.key_values) for key, _ in inputs[0].key_values)  # Spark's keys kept
+    assert {k: v for k, v in output.key_values if k in dict(inputs[0].key_values)} == dict(inputs[0].key_values)
+    assert output.physical_schema == inputs[0].physical_schema and output.codecs == inputs[0].codecs
+    assert rows_of(spark, table) == before
+
+
+@pytest.mark.parametrize(
+    ("columns", "second"),
+    [
+        ("id BIGINT, v STRING, n INT, x STRING", ("cast(id % 7 AS int) AS n", "'x' AS x")),  # an extra column
+        ("id BIGINT, v STRING, n BIGINT", ("cast(id % 7 AS bigint) AS n",)),  # INT32 in one file, INT64 in the other
+    ],
+    ids=["extra column", "physical type"],
+)
+def test_parquet_files_that_differ_are_rewritten_by_spark(spark, database, data_dir, columns, second):
+    table = _table(spark, database, data_dir, "parquet", columns)
+    _write(spark, data_dir.as_uri(), 0, 3000)
+    df = spark.range(3000, 6000, numPartitions=1).selectExpr("id", "concat('v', cast(id AS string)) AS v", *second)
+    df.write.mode("append").option("parquet.block.size", "8192").parquet(data_dir.as_uri())
+    inputs = _footers(spark, "parquet", data_files(data_dir))
+    assert inputs[0].physical_schema != inputs[1].physical_schema
+    before = rows_of(spark, table)
+
+    (result,) = compact_table(spark, database, "ev", MERGING)
+
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
+    assert result.rows_after == 6000 and result.checksum_matches
+    assert rows_of(spark, table) == before
+
+
+def test_orc_files_of_different_writer_versions_are_rewritten_by_spark(spark, database, data_dir):
+    table = _table(spark, database, data_dir, "orc")
+    _write(spark, data_dir.as_uri(), 0, 3000, "orc", **{"orc.write.format": "0.11"})
+    _write(spark, data_dir.as_uri(), 3000, 3000, "orc")
+    first, second = _footers(spark, "orc", data_files(data_dir))
+    assert first.writer != second.writer and first.physical_schema == second.physical_schema
+    before = rows_of(spark, table)
+
+    (result,) = compact_table(spark, database, "ev", MERGING)
+
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
+    assert result.rows_after == 6000 and result.checksum_matches
+    assert rows_of(spark, table) == before
+
+
+def test_int96_and_int64_timestamps_are_never_merged(spark, database, data_dir):
+    table = _table(spark, database, data_dir, "parquet", "id BIGINT, v STRING, n INT, ts TIMESTAMP")
+    for first, kind in ((0, "INT96"), (3000, "TIMESTAMP_MICROS")):
+        spark.conf.set("spark.sql.parquet.outputTimestampType", kind)
+        try:
+            _write(spark, data_dir.as_uri(), first, 3000, columns=("timestamp_seconds(id) AS ts",))
+        finally:
+            spark.conf.unset("spark.sql.parquet.outputTimestampType")
+    inputs = _footers(spark, "parquet", data_files(data_dir))
+    assert plan_merge(inputs, 1, 1 << 30).rewrite == tuple(f.path for f in inputs)  # the rule keeps them apart
+    before, on_disk = rows_of(spark, table), _on_disk(data_dir)
+
+    (result,) = compact_table(spark, database, "ev", MERGING)
+
+    # Spark's rewrite cannot keep both in one file either (`encodings.py`): refused, nothing changed
+    assert result.status == UnitStatus.FAILED and "timestamp type" in result.reason and not result.files_byte_merged
+    assert _on_disk(data_dir) == on_disk and rows_of(spark, table) == before
+
+
+def test_encrypted_parquet_is_never_merged(spark, database, data_dir):
+    _table(spark, database, data_dir, "parquet")
+    for first in (0, 3000):
+        _write(spark, data_dir.as_uri(), first, 3000)
+    plain = data_files(data_dir)
+    java = jvm(spark)
+    crypto = java.org.apache.parquet.crypto
+    column = crypto.ColumnEncryptionProperties.builder("v").withKey(bytearray(range(16, 32))).build()
+    keys = java.java.util.HashMap()
+    keys.put(column.getPath(), column)
+    properties = crypto.FileEncryptionProperties.builder(bytearray(range(16))).withEncryptedColumns(keys)
+    properties = properties.withPlaintextFooter().build()  # its footer readable, column v not without its key
+    for path in plain:  # each file encrypted in place of the plain one (its footer stays readable)
+        hidden = path.with_name(f"enc-{path.name}")
+        inputs = java.java.util.ArrayList()
+        inputs.add(java.org.apache.hadoop.fs.Path(path.as_uri()))
+        columns = java.java.util.ArrayList()
+        columns.add("v")
+        options = java.org.apache.parquet.hadoop.rewrite.RewriteOptions.Builder(
+            hadoop_conf(spark), inputs, java.org.apache.hadoop.fs.Path(hidden.as_uri())
+        )
+        rewriter = java.org.apache.parquet.hadoop.rewrite.ParquetRewriter(
+            options.encrypt(columns).encryptionProperties(properties).build()
+        )
+        rewriter.processBlocks()
+        rewriter.close()
+        path.unlink()
+    inputs = _footers(spark, "parquet", data_files(data_dir))
+    assert all(f.encrypted for f in inputs) and plan_merge(inputs, 1, 1 << 30).merges == ()
+    on_disk = _on_disk(data_dir)
+
+    (result,) = compact_table(spark, database, "ev", MERGING)
+
+    # routed to the Spark rewrite, which has no key here: the unit fails, nothing changed
+    assert result.status == UnitStatus.FAILED and not result.files_byte_merged
+    assert "could not read or write" in result.reason
+    assert _on_disk(data_dir) == on_disk and not hidden_dirs(data_dir)
+
+
+def test_a_merge_that_loses_row_groups_fails_the_unit_and_changes_nothing(spark, database, data_dir, monkeypatch):
+    table = _table(spark, database, data_dir)
+    for first in (0, 3000):
+        _write(spark, data_dir.as_uri(), first, 3000)
+    before, on_disk = rows_of(spark, table), _on_disk(data_dir)
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-merged-row-groups")
+
+    (result,) = compact_table(spark, database, "ev", MERGING)
+
+    monkeypatch.delenv("LAKEKEEPER_FAULT")
+    assert result.status == UnitStatus.FAILED
+    assert "byte merge of 2 file(s)" in result.reason and "inputs hold 6000" in result.reason
+    assert _on_disk(data_dir) == on_disk and not hidden_dirs(data_dir)
+    assert rows_of(spark, table) == before
+
+
+def test_recompression_keeps_content_and_changes_the_codec(spark, database, data_dir):
+    spark.sql(
+        f"CREATE EXTERNAL TABLE `{database}`.ev (id BIGINT, v STRING, n INT) PARTITIONED BY (p STRING) "
+        f"STORED AS PARQUET LOCATION '{data_dir.as_uri()}'"
+    )
+    table = f"{database}.ev"
+    parts = {"merged": ("snappy", 2), "rewritten": ("snappy", 0), "single": ("snappy", 1), "done": ("zstd", 1)}
+    for number, (name, (codec, files)) in enumerate(parts.items()):
+        for index in range(files):
+            location = f"{data_dir.as_uri()}/p={name}"  # as_uri() would escape the "="
+            _write(spark, location, number * 10000 + index * 3000, 3000, compression=codec)
+    small = data_dir / "p=rewritten"
+    for first in (13000, 13010):  # two files of one tiny row group each: never merged byte-wise
+        _write(spark, f"{data_dir.as_uri()}/p=rewritten", first, 10, compression="snappy")
+    for name in parts:
+        spark.sql(f"ALTER TABLE {table} ADD PARTITION (p='{name}')")
+    before, done = rows_of(spark, table), _on_disk(data_dir / "p=done")
+    large = _footers(spark, "parquet", data_files(data_dir / "p=merged") + data_files(data_dir / "p=single"))
+    smallest = min(size for f in large for _, size in f.row_groups)  # the threshold: every row group of these
+    assert all(size < smallest for f in _footers(spark, "parquet", data_files(small)) for _, size in f.row_groups)
+    options = dataclasses.replace(MERGING, byte_merge_min_row_group_bytes=smallest, codec="zstd")
+
+    results = {r.partition: r for r in compact_table(spark, database, "ev", options)}
+
+    assert results["p=done"].status == UnitStatus.SKIPPED and _on_disk(data_dir / "p=done") == done
+    assert (results["p=merged"].files_byte_merged, results["p=single"].files_byte_merged) == (2, 1)
+    assert results["p=rewritten"].files_byte_merged == 0  # its 10-row file's row group is below the threshold
+    for name in ("merged", "rewritten", "single"):
+        result = results[f"p={name}"]
+        assert result.status == UnitStatus.COMPACTED and result.checksum_matches, result.reason
+        (output,) = _footers(spark, "parquet", data_files(data_dir / f"p={name}"))
+        assert output.codecs == ("ZSTD",)
+    assert rows_of(spark, table) == before
+
+
+def test_a_codec_the_format_does_not_know_is_refused_before_anything_changes(spark, database, data_dir):
+    table = _table(spark, database, data_dir)
+    for first in (0, 3000):
+        _write(spark, data_dir.as_uri(), first, 3000)
+    on_disk = _on_disk(data_dir)
+    with pytest.raises(ConfigError, match=f"{table}: codec: unknown codec 'zlib' for parquet tables; allowed: gzip"):
+        compact_table(spark, database, "ev", dataclasses.replace(OPTIONS, codec="zlib"))
+    assert _on_disk(data_dir) == on_disk
