@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lakekeeper_dagster.engine.fs.storage import DataFile, DirStats
+from lakekeeper_dagster.engine.fs.dirstats import DirStats
+from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.plan.report import render_report
 from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, batches, target_file_count
 from lakekeeper_dagster.engine.plan.units import plan_table, plan_unit

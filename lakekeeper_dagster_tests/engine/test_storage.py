@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from lakekeeper_dagster.engine.fs.dirstats import DirStats
 from lakekeeper_dagster.engine.fs.listing import list_directories
-from lakekeeper_dagster.engine.fs.storage import DirStats, Storage, StorageError
+from lakekeeper_dagster.engine.fs.storage import Storage, StorageError
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.settings import EngineSettings
 

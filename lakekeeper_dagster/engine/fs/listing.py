@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from lakekeeper_dagster.engine.fs.storage import DirStats, Storage
+from lakekeeper_dagster.engine.fs.dirstats import DirStats
+from lakekeeper_dagster.engine.fs.storage import Storage
 from spark_resources.py4j import job_description, session_conf
 
 if TYPE_CHECKING:

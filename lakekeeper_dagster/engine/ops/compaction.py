@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError
-from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, DirStats, Storage
+from lakekeeper_dagster.engine.fs.dirstats import DirStats
+from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit

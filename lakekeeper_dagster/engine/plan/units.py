@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from lakekeeper_dagster.engine.fs.storage import DataFile, DirStats
+from lakekeeper_dagster.engine.fs.dirstats import DirStats
+from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.plan.thresholds import Thresholds, human_bytes, target_file_count
 from lakekeeper_dagster.engine.statuses import PlanStatus
 
