@@ -152,23 +152,44 @@ def _rebase(metadata: dict[str, str], key: str) -> str | None:
     return "CORRECTED"
 
 
+def _walked_parquet(footer, path: str) -> FileFooter:
+    """A footer through its Java objects (a round trip a value): the file with encrypted columns, whose metadata
+    cannot be read without their keys (the figures count the other columns)."""
+    meta = footer.getFileMetaData()
+    schema = meta.getSchema()
+    metadata = {str(k): str(v) for k, v in dict(meta.getKeyValueMetaData()).items()}
+    timestamps, decimals, dates = _walked_encodings(schema)
+    blocks = list(footer.getBlocks())
+    plain = [[chunk for chunk in block.getColumns() if not chunk.isEncrypted()] for block in blocks]
+    return FileFooter(
+        path,
+        sum(int(b.getRowCount()) for b in blocks),
+        tuple(str(field.getName()) for field in schema.getFields()),
+        timestamp_type="+".join(sorted(timestamps)) or None,
+        decimal_legacy=decimals.pop() if len(decimals) == 1 else None,
+        datetime_rebase=_rebase(metadata, LEGACY_DATETIME_KEY) if dates else None,
+        int96_rebase=_rebase(metadata, LEGACY_INT96_KEY) if "INT96" in timestamps else None,
+        row_groups=tuple(
+            (int(b.getRowCount()), sum(int(c.getTotalSize()) for c in chunks))
+            for b, chunks in zip(blocks, plain, strict=True)
+        ),
+        codecs=tuple(sorted({str(c.getCodec().name()) for chunks in plain for c in chunks})),
+        physical_schema=str(schema.toString()),
+        writer=str(meta.getCreatedBy() or ""),
+        key_values=tuple(sorted(metadata.items())),
+        encrypted=True,
+    )
+
+
 def _parquet(java: _Classes, conf, path: str) -> FileFooter:
     footer = java.reader.readFooter(conf, java.path(path))
     document = json.loads(java.metadata.toJSON(footer))
-    # An encrypted file's JSON is its file metadata alone (no row groups): those come from the Java objects.
-    meta = document.get("fileMetaData", document)
+    if "blocks" not in document:  # an encrypted file's JSON is its file metadata alone
+        return _walked_parquet(footer, path)
+    meta = document["fileMetaData"]
     schema = footer.getFileMetaData().getSchema()
-    if "blocks" in document:
-        blocks = [(int(b["rowCount"]), int(b["compressedSize"])) for b in document["blocks"]]
-        chunks = [c for b in document["blocks"] for c in b["columns"]]
-    else:
-        java_blocks = list(footer.getBlocks())
-        blocks = [(int(b.getRowCount()), int(b.getCompressedSize())) for b in java_blocks]
-        chunks = [
-            {"codec": str(c.getCodec().name()), "encrypted": bool(c.isEncrypted())}
-            for b in java_blocks
-            for c in b.getColumns()
-        ]
+    blocks = [(int(b["rowCount"]), int(b["compressedSize"])) for b in document["blocks"]]
+    chunks = [c for b in document["blocks"] for c in b["columns"]]
     metadata = dict(meta.get("keyValueMetaData") or {})
     encodings = _parquet_encodings(meta["schema"]["columns"]) or _walked_encodings(schema)
     timestamps, decimals, dates = encodings
