@@ -29,6 +29,9 @@ from lakekeeper_dagster.engine.statuses import ProgressStep
 from spark_resources.py4j import isolated_session, java_cause
 
 SPARK_REPORT_SECONDS = 30.0  # while a batch's Spark writes run, say so this often
+# A one-job write observes two aggregates per unit on every row it reads (each unit's input fingerprint): with 100
+# units that is 200 per row, and 100 units in one job took twice as long as one job each (benchmarks/README.md).
+ONE_JOB_UNITS = 10
 
 
 def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
@@ -169,7 +172,8 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
 
 def _write_jobs(run: CompactionRun, items: list[BatchItem]) -> list[list[BatchItem]]:
     """The batch's Spark write jobs: with `write_mode` one_job, the units of a partitioned table staged under its
-    location are grouped by their write settings and codec (one job each), the others written alone."""
+    location are grouped by their write settings and codec, at most `ONE_JOB_UNITS` a job; the others written alone.
+    """
     if run.options.batching.write_mode != WriteMode.ONE_JOB:
         return [[item] for item in items]
     groups: dict[tuple, list[BatchItem]] = {}
@@ -177,7 +181,7 @@ def _write_jobs(run: CompactionRun, items: list[BatchItem]) -> list[list[BatchIt
         incoming = run.journal.units[item.index].incoming
         key = (tuple(sorted(write_settings(item.encodings).items())), item.codec)
         groups.setdefault(key if incoming.startswith(child(run.info.location, "")) else (item.index,), []).append(item)
-    return list(groups.values())
+    return [group[i : i + ONE_JOB_UNITS] for group in groups.values() for i in range(0, len(group), ONE_JOB_UNITS)]
 
 
 def _prepared(run: CompactionRun, item: BatchItem) -> list[str]:
