@@ -21,7 +21,7 @@ from benchmarks.datagen import PARTITION_COLUMN, DataSpec, fresh_copy, generate,
 REPO = Path(__file__).resolve().parents[1]
 BENCH_HOME = REPO / ".bench"
 LAKEKEEPER_VERSION = "0.0.6"
-IN_PROCESS = ("ours", "ours-per-unit", "bare-each", "bare-onejob")
+IN_PROCESS = ("ours", "ours-one-job", "bare-each", "bare-onejob")
 
 
 def common_arguments(parser: argparse.ArgumentParser, datasets: list[str], runs: int) -> None:

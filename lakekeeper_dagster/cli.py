@@ -179,6 +179,12 @@ def render_results(results) -> str:
     return "\n".join(lines)
 
 
+RECOMPRESSION_NOT_PLANNED = (
+    "codec: this report applies the size rule only; a run also recompresses the partitions it marks OK whose files "
+    "use another codec (found by reading their footers, which a dry run does not)"
+)
+
+
 def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     if args.partition is not None and args.table is None:
         raise ConfigError("--partition goes with --table DB.TABLE")
@@ -187,6 +193,8 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     spark, pairs = spark_and_tables(args, config, "compact")
     if config.dry_run:
         print(render_report(analyze_tables(spark, pairs, config.thresholds())))
+        if args.codec or config.codec:
+            print(RECOMPRESSION_NOT_PLANNED)
         print("dry run: nothing was changed")
         return 0
     sort = args.sort_columns.split(",") if args.sort_columns is not None else None

@@ -138,7 +138,7 @@ def code_location_resource(spark: HiveSparkResource) -> ResourceDefinition:
     @resource(
         config_schema={},  # none at all: a `resources:` block in a run's config is refused, not silently ignored
         description=f"Hive-enabled Spark session on the metastore {spark.metastore_uri}; its settings come from the "
-        "code location's config, not from run config."
+        "code location's config, not from run config.",
     )
     def hive_spark(context: InitResourceContext):
         with build_resources({"spark": spark}, instance=context.instance) as built:

@@ -38,10 +38,11 @@ class BatchSettings(StrictModel):
     """
 
     write_mode: WriteMode = Field(
-        default=WriteMode.ONE_JOB,
-        description="one_job: a batch's partitions are written by one Spark job per set of write settings (Parquet "
-        "encodings, codec); per_unit: each by a Spark job of its own, concurrent_jobs at a time, which sorts a "
-        "partition of several output files by range across its files, where one_job sorts within each file.",
+        default=WriteMode.PER_UNIT,
+        description="per_unit: each partition is written by a Spark job of its own, concurrent_jobs at a time, and "
+        "a partition of several output files is sorted by range across its files; one_job: a batch's partitions "
+        "are written by one Spark job per set of write settings (Parquet encodings, codec) and per 10 partitions, "
+        "sorted within each file (measured slower on 2 cores: benchmarks/README.md).",
     )
     concurrent_jobs: int = Field(
         default=4, ge=1, le=64, description="Spark write jobs at once (1: one partition after another)."

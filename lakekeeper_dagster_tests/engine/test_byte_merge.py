@@ -57,6 +57,14 @@ def test_rule_never_merges_files_of_parquet_mr_before_1_8():
     assert plan_merge(new, 1, 1000).merges == (("a", "b"),)
 
 
+def test_rule_never_merges_int96_timestamps_of_another_writer_than_parquet_mr():
+    impala = [_footer(name, writer="impala version 4.1.0", timestamp_type="INT96") for name in "ab"]
+    plan = plan_merge(impala, 1, 1000)
+    assert plan.rewrite == ("a", "b") and "INT96 timestamps written by impala" in plan.reasons["a"]
+    spark = [_footer(name, writer="parquet-mr version 1.15.2", timestamp_type="INT96") for name in "ab"]
+    assert plan_merge(spark, 1, 1000).merges == (("a", "b"),)
+
+
 def test_rule_splits_a_group_near_the_block_size_and_recompresses_only_where_the_format_can():
     files = [_footer(name, groups=((100, 400),)) for name in "abcde"]
     assert plan_merge(files, 1, 1000).merges == (("a", "b"), ("c", "d"))  # e alone: rewritten

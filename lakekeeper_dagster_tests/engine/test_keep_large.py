@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lakekeeper_dagster.engine.errors import OperationError
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
@@ -90,6 +91,12 @@ def test_large_files_stay_untouched_through_the_swap_and_come_back_with_rollback
     (comparison,) = [c for c in verify_against_backup(spark, database, "mix") if c.partition == P1]
     assert comparison.matches and comparison.backup_rows == comparison.live_rows == 30 + 40_000  # small + kept
 
+    elsewhere = data_dir.parent / "elsewhere-mix"  # moved: a restore by hand must keep the large file, named
+    elsewhere.mkdir()
+    spark.sql(f"ALTER TABLE {table} PARTITION (date='2024-01-01') SET LOCATION '{elsewhere.as_uri()}'")
+    with pytest.raises(OperationError, match=f"together with the large file.*{large.name}; not in the backup table"):
+        rollback_table(spark, database, "mix")
+    spark.sql(f"ALTER TABLE {table} PARTITION (date='2024-01-01') SET LOCATION 'file:{root / P1}'")
     rollback_table(spark, database, "mix")
 
     restored = data_files(root / P1)

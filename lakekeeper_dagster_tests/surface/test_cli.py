@@ -109,13 +109,15 @@ def test_compact_rollback_cleanup_through_the_cli(spark, metastore, database, da
     before = rows_of(spark, table)
     partition_dir = data_dir / "date=2024-01-01"
 
-    dry = run(["compact", "--table", table, "--dry-run"], tmp_path, metastore.uri)
+    dry = run(["compact", "--table", table, "--dry-run", "--codec", "zstd"], tmp_path, metastore.uri)
     assert dry.returncode == 0 and "NEEDS COMPACTION" in dry.stdout and "nothing was changed" in dry.stdout
+    assert "a run also recompresses the partitions it marks OK" in dry.stdout  # what the report cannot see
     assert len(data_files(partition_dir)) == 4
 
-    done = run(["compact", "--table", table, "--analyze-stats"], tmp_path, metastore.uri)
+    done = run(["compact", "--table", table, "--analyze-stats", "--codec", "zstd"], tmp_path, metastore.uri)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{table} date=2024-01-01: COMPACTED files 4 -> 1" in done.stdout
+    assert [p.name.endswith(".zstd.parquet") for p in data_files(partition_dir)] == [True]
     assert "rows 200 -> 200, checksum ok" in done.stdout and "backup __bkp_ev_" in done.stdout
     assert rows_of(spark, table) == before
 

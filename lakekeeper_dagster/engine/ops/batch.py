@@ -1,10 +1,10 @@
 """One batch of a compaction run through the protocol: write -> verify -> back up -> swap -> commit.
 
-A batch's units are written into hidden staging siblings, those of a partitioned table in one Spark job per set of
-write settings (`batching.write_mode: one_job`, the default) or each in a job of its own, `concurrent_jobs` at a
-time (`per_unit`), each unit's input fingerprint observed in the same pass; then verified by one Spark job over
-all staged outputs, registered in the backup with one statement, swapped one by one right after their pre-swap
-checks, and committed together.
+A batch's units are written into hidden staging siblings, each in a Spark job of its own, `concurrent_jobs` at a
+time (`batching.write_mode: per_unit`, the default), or those of a partitioned table together (`one_job`), each
+unit's input fingerprint observed in the same pass; then verified by one Spark job over all staged outputs,
+registered in the backup with one statement, swapped one by one right after their pre-swap checks, and committed
+together.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
             "output_files": [f.name for f in files],
         }
         label = run.label(journal.units[item.index])
-        kept = "; the output was deleted and the original files are untouched"
+        untouched = "; the output was deleted and the original files are untouched"
         try:
             footers = read_footers(run.spark, run.info.file_format, [f.path for f in files], label)
         except UnitFailure as failure:
@@ -85,15 +85,17 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
         if item.before != output:
             item.failure = (
                 f"{label}: verification failed: input {item.before.rows} rows / checksum {item.before.checksum}, "
-                f"output {output.rows} rows / checksum {output.checksum}{kept}"
+                f"output {output.rows} rows / checksum {output.checksum}{untouched}"
             )
         elif sum(f.rows for f in footers) != item.footer_rows:
             item.failure = (
                 f"{label}: verification failed: the input files' metadata count {item.footer_rows} rows, the output "
-                f"files' {sum(f.rows for f in footers)}{kept}"
+                f"files' {sum(f.rows for f in footers)}{untouched}"
             )
         elif changed:
-            item.failure = f"{label}: verification failed: the output changed the files' encoding ({changed[0]}){kept}"
+            item.failure = (
+                f"{label}: verification failed: the output changed the files' encoding ({changed[0]}){untouched}"
+            )
         else:
             run.report(
                 ProgressStep.VERIFIED,

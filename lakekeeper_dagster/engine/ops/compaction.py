@@ -164,11 +164,11 @@ def compact_table(
             )
             for i, (plan, entries, _) in enumerate(work)
         ]
-        groups = batches([item.plan.total_bytes for item in items], options.batching)
+        groups = batches([item.input_bytes for item in items], options.batching)  # what a batch stages
         files, size = sum(p.file_count for p, _, _ in work), sum(p.total_bytes for p, _, _ in work)
         report(ProgressStep.PLANNED, units=len(work), batches=len(groups), files_before=files, bytes_before=size)
         for number, batch in enumerate(groups, 1):
-            size = sum(items[i].plan.total_bytes for i in batch)
+            size = sum(items[i].input_bytes for i in batch)
             report(ProgressStep.BATCH, batch=number, batches=len(groups), units=len(batch), bytes_before=size)
             compact_batch(run, [items[i] for i in batch])
         results += [item.result for item in items]

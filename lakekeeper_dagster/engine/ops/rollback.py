@@ -57,6 +57,18 @@ def _label(info: TableInfo, unit: UnitRecord) -> str:
     return info.qualified_name + (f" partition {unit.partition}" if unit.partition else "")
 
 
+def _by_hand(unit: UnitRecord) -> str:
+    """How to restore a unit by hand: the backup holds only the rewritten originals, not the large files left in
+    the partition."""
+    if not unit.kept:
+        return "restore by hand from the backup table"
+    names = ", ".join(unit.kept[:3]) + (f" and {len(unit.kept) - 3} more" if len(unit.kept) > 3 else "")
+    return (
+        "restore by hand from the backup table together with the large file(s) the compaction left in the partition "
+        f"({names}; not in the backup table: keep them, they are part of the data)"
+    )
+
+
 def _check_location(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> None:
     """Refuse a unit whose metastore location moved since the compaction (e.g. `ALTER TABLE ... SET LOCATION`)."""
     now = current_location(spark, info, unit.spec)
@@ -66,7 +78,7 @@ def _check_location(spark: SparkSession, storage: Storage, info: TableInfo, unit
         raise UnitFailure(
             f"{what} {where}, not at {unit.live} where the compaction left it; rollback would restore files "
             "readers no longer see. Nothing was changed. Point it back at that location (ALTER TABLE ... SET "
-            "LOCATION), or restore by hand from the backup table."
+            f"LOCATION), or {_by_hand(unit)}."
         )
 
 
@@ -107,17 +119,22 @@ def _plan_unit(
         raise OperationError(
             f"{label}: compaction run {compaction.run_id}'s journal does not list the files it wrote (a record is "
             f"missing or damaged in {compaction.directory}); rollback cannot tell them from later data. Nothing was "
-            "changed; restore by hand from the backup table."
+            f"changed; {_by_hand(unit)}."
         )
     written = set(unit.details["output_files"])
     kept = set(unit.kept)  # the large files the compaction left in place: back into the originals by the swap
     present = storage.list_data_files(unit.live)
+    if not written <= {f.name for f in present}:
+        raise OperationError(
+            f"{label} no longer holds the files compaction run {compaction.run_id} wrote (it was compacted "
+            "again or rewritten since); roll back the newer backup first. Nothing was changed."
+        )
     changed = changed_files({name: unit.snapshot.get(name) for name in kept}, present)
     if changed:
         raise OperationError(
             f"{label}: file(s) compaction run {compaction.run_id} left in place are gone or changed since "
             f"({', '.join(changed[:3])}); the backup does not hold them, so rollback cannot restore the partition as "
-            "it was. Nothing was changed; restore by hand from the backup table and those files."
+            "it was. Nothing was changed; restore by hand from the backup table and those files as they are now."
         )
     late = {f.name for f in present} - written - kept
     clashes = sorted(late & set(storage.list_names(unit.retired, directories=False)))
@@ -126,11 +143,6 @@ def _plan_unit(
             f"{label}: file(s) written since the compaction carry the names of original files ({', '.join(clashes[:3])}"
             "): restoring the originals would need to overwrite them. Nothing was changed; rename those files in "
             f"{unit.live} (keeping them visible), then retry."
-        )
-    if not written <= {f.name for f in present}:
-        raise OperationError(
-            f"{label} no longer holds the files compaction run {compaction.run_id} wrote (it was compacted "
-            "again or rewritten since); roll back the newer backup first. Nothing was changed."
         )
     record = UnitRecord(
         partition=unit.partition,

@@ -83,3 +83,8 @@ class BatchItem:
     # the inputs byte-merged into the staging directory (`rewrite/merge.py`)
     merged: MergeOutcome = field(default_factory=lambda: MergeOutcome([]))
     failure: str | None = None
+
+    @property
+    def input_bytes(self) -> int:
+        """The bytes this run reads and stages for the unit (its large files, left alone, are not counted)."""
+        return sum(f.size for f in self.inputs)

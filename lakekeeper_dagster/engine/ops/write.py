@@ -2,12 +2,14 @@
 (`rewrite/merge.py`), the rest rewritten by Spark into the unit's hidden staging sibling, the input fingerprint
 observed in the same pass.
 
-Units of a partitioned table are written in one Spark job per set of write settings (`batching.write_mode:
-one_job`, the default, `rewrite/onejob.py`), or each in a job of its own, `concurrent_jobs` at a time (`per_unit`).
+Units are written each in a Spark job of its own, `concurrent_jobs` at a time (`batching.write_mode: per_unit`, the
+default), or, those of a partitioned table, together in one Spark job per set of write settings and per
+`ONE_JOB_UNITS` units (`one_job`, `rewrite/onejob.py`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -23,10 +25,12 @@ from lakekeeper_dagster.engine.rewrite.encodings import format_options, input_en
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, from_observation, observed
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome, byte_merge
-from lakekeeper_dagster.engine.rewrite.onejob import UnitWrite, output, write_units
+from lakekeeper_dagster.engine.rewrite.onejob import COLUMN_PREFIX, UnitWrite, output, write_units
 from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, refuse_undeclared
 from lakekeeper_dagster.engine.statuses import ProgressStep
 from spark_resources.py4j import isolated_session, java_cause
+
+log = logging.getLogger(__name__)
 
 SPARK_REPORT_SECONDS = 30.0  # while a batch's Spark writes run, say so this often
 # A one-job write observes two aggregates per unit on every row it reads (each unit's input fingerprint): with 100
@@ -94,7 +98,7 @@ def _written(run: CompactionRun, item: BatchItem, before: Fingerprint, started: 
             "and the original files are untouched"
         )
     staged = run.storage.list_data_files(unit.incoming)
-    figures = {"files_before": len(item.inputs), "files_after": len(staged), "bytes_before": item.plan.total_bytes}
+    figures = {"files_before": len(item.inputs), "files_after": len(staged), "bytes_before": item.input_bytes}
     figures.update(bytes_after=sum(f.size for f in staged), seconds=time.monotonic() - started)
     merged = item.merged
     if merged.outputs:
@@ -133,8 +137,9 @@ def _write_unit(run: CompactionRun, item: BatchItem, paths: list[str]) -> None:
 
 def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int, list[str]]) -> None:
     """Write units sharing their write settings and codec in ONE Spark job (`rewrite/onejob.py`) under the run's
-    write root, then move each unit's output to its staging sibling (one rename). A failure of the job fails every
-    unit of the group, their outputs deleted; a unit whose read does not match its footers fails alone."""
+    write root, then move each unit's output to its staging sibling (one rename). When the Spark job fails, its
+    output is deleted and each unit is written again in a job of its own, so one unreadable partition fails alone;
+    a failure while moving the outputs fails every unit of the group, their outputs deleted."""
     units = [run.journal.units[item.index] for item in group]
     root = child(write_root(run.info.location, run.journal.run_id), str(group[0].index))  # groups run concurrently
     started = time.monotonic()
@@ -145,6 +150,18 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
             writes = [UnitWrite(inputs[item.index], _spark_files(run, item)) for item in group]
             name = f"lk-in-{run.journal.run_id}-{group[0].index}"
             found = write_units(session, run.info, run.schema, writes, run.sort_columns, group[0].codec, root, name)
+    except Exception as error:
+        run.storage.delete(root)
+        run.storage.delete_empty_dir(write_root(run.info.location, run.journal.run_id))
+        names = ", ".join(u.partition or "the table" for u in units)
+        cause = java_cause(error).splitlines()[0][:300]
+        log.warning(
+            "%s: the one-job write of %s failed (%s); writing each alone", run.info.qualified_name, names, cause
+        )
+        for item in group:
+            _write_unit(run, item, inputs[item.index])
+        return
+    try:
         for position, (item, unit) in enumerate(zip(group, units, strict=True)):
             written = output(root, position)
             if item.merged.outputs and run.storage.exists(written):  # beside its byte-merged files: moved in
@@ -172,9 +189,10 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
 
 def _write_jobs(run: CompactionRun, items: list[BatchItem]) -> list[list[BatchItem]]:
     """The batch's Spark write jobs: with `write_mode` one_job, the units of a partitioned table staged under its
-    location are grouped by their write settings and codec, at most `ONE_JOB_UNITS` a job; the others written alone.
-    """
-    if run.options.batching.write_mode != WriteMode.ONE_JOB:
+    location are grouped by their write settings and codec, at most `ONE_JOB_UNITS` a job; the others, and every
+    unit of a table with a column named like the one-job write's own, written alone."""
+    clash = any(c.name.lower().startswith(COLUMN_PREFIX) for c in run.schema.fields)  # the write's own columns
+    if run.options.batching.write_mode != WriteMode.ONE_JOB or clash:
         return [[item] for item in items]
     groups: dict[tuple, list[BatchItem]] = {}
     for item in items:

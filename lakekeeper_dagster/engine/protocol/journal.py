@@ -149,6 +149,9 @@ class Journal:
     def start(self, storage: Storage) -> None:
         """Write the plan record (record 0)."""
         plan = {k: v for k, v in asdict(self).items() if k not in ("directory", "done", "next_seq")}
+        for unit in plan["units"]:  # a journal without large files kept stays readable by the release before them
+            if not unit["kept"]:
+                del unit["kept"]
         self._write(storage, {"step": RunStep.PLAN, "plan": plan})
 
     def record(self, storage: Storage, step: UnitState | RunStep, unit: int | None = None, **details) -> None:

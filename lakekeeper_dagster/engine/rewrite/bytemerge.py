@@ -9,7 +9,8 @@ INT96 timestamps, are copied to the output: files that differ there cannot share
 for files whose every row group / stripe is large (`min_row_group_bytes`): a file of many small row groups reads
 2-4 times slower than a rewritten one, so small row groups are never merged. Encrypted files are never merged, nor
 files of parquet-mr before 1.8.0 (readers correct their statistics and delta byte arrays by that writer's version,
-which the merged file's `created_by`, the merging library's, would no longer name).
+which the merged file's `created_by`, the merging library's, would no longer name), nor INT96 timestamps of
+another writer than parquet-mr (Hive converts them by the writer's name, e.g. Impala's).
 A group of such files is merged when it has at least two of them, or one whose codec the run changes (Parquet's
 codec transform recompresses pages without decoding values); a group bigger than the block size is split into
 outputs of about the block size. Everything else is rewritten by Spark.
@@ -32,10 +33,6 @@ class MergePlan:
     rewrite: tuple[str, ...]
     reasons: dict[str, str]
 
-    @property
-    def merged_files(self) -> int:
-        return sum(len(paths) for paths in self.merges)
-
 
 def _group_key(footer: FileFooter) -> tuple:
     return footer.physical_schema, footer.codecs, footer.writer, footer.key_values
@@ -54,6 +51,8 @@ def _unmergeable(footer: FileFooter, min_row_group_bytes: int) -> str | None:
         return "encrypted"
     if _old_parquet_mr(footer.writer):
         return f"written by {footer.writer}, older than parquet-mr 1.8.0"
+    if footer.timestamp_type == "INT96" and not footer.writer.startswith("parquet-mr"):
+        return f"INT96 timestamps written by {footer.writer or 'an unnamed writer'} (Hive adjusts them by the writer)"
     if not footer.row_groups:
         return "no row groups"
     smallest = min(size for _, size in footer.row_groups)

@@ -4,7 +4,7 @@ Each row is given its unit (from the directory of the file it was read from), it
 the unit's target file count; a shuffle puts each (unit, bucket) on a task of its own, each task sorts its rows by
 the sort columns, and the write, partitioned by the unit, puts unit `i`'s files in `<root>/__lk_unit=i/` (`output`),
 which the caller moves, with one rename, to the unit's staging sibling. Each unit's input fingerprint is observed
-in the same pass (one conditional count and sum per unit: a comparison per unit and row, no re-read).
+in the write's pass (one conditional count and sum per unit: a comparison per unit and row, no re-read).
 
 One job has one set of SQL settings and one codec: the caller groups units by them (`rewrite/encodings.py`).
 Compared with one job per unit, a unit of several files has each file sorted but not range-partitioned across its
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 UNIT_COLUMN = "__lk_unit"
 _HASH, _TASK = "__lk_hash", "__lk_task"
+COLUMN_PREFIX = "__lk_"  # a table with a column of this prefix is written one job a unit (`ops/write.py`)
 _MASK = 0xFFFFFFFF
 
 
@@ -120,13 +121,15 @@ def write_units(
             F.count(F.when(u == position, F.lit(1))).alias(f"rows_{position}"),
             F.sum(F.when(u == position, hashed)).alias(f"checksum_{position}"),
         ]
-    observation = Observation(name)
-    df = df.observe(observation, *metrics)
     offset = F.element_at(F.array(*[F.lit(o) for o in accumulate([0] + targets[:-1])]), u + 1)
     target = F.element_at(F.array(*[F.lit(t) for t in targets]), u + 1)
     slot = (offset + F.pmod(F.col(_HASH), target)).cast("int")  # the row's (unit, bucket), 0 .. tasks - 1
     task = F.element_at(F.array(*[F.lit(k) for k in task_keys(tasks)]), slot + 1)
-    df = df.withColumn(_TASK, task).drop(_HASH).repartition(tasks, F.col(_TASK)).drop(_TASK)
+    df = df.withColumn(_TASK, task).repartition(tasks, F.col(_TASK)).drop(_TASK)
+    # Observed after the shuffle, in the write's own tasks: a shuffle map task run again (a lost executor) would
+    # count its rows twice, a result task's metrics count once.
+    observation = Observation(name)
+    df = df.observe(observation, *metrics).drop(_HASH)
     writer = df.sortWithinPartitions(UNIT_COLUMN, *sort_columns).write.mode("errorifexists").partitionBy(UNIT_COLUMN)
     writer.format(info.file_format).options(**format_options(info)).option("compression", codec).save(root)
     values = observation.get
