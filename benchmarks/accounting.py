@@ -94,9 +94,10 @@ class AccountingBench(harness.Bench):
         from pyspark.sql import functions as F
 
         hashes = F.xxhash64(*df.columns).cast("decimal(38,0)")  # a sum of longs overflows under ANSI mode
-        query = df.agg(F.count(F.lit(1)).alias("rows"), F.sum(hashes).alias("hash"))
         best = float("inf")
         for _ in range(self.scan_runs):
+            # a new DataFrame each time: collecting the same one again returned in ~0.05 s (no scan) on Spark 4.3
+            query = df.agg(F.count(F.lit(1)).alias("rows"), F.sum(hashes).alias("hash"))
             started = time.perf_counter()
             query.collect()
             best = min(best, time.perf_counter() - started)

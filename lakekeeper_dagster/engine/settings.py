@@ -110,7 +110,7 @@ class EngineSettings(StrictModel):
         "hdfs, viewfs, webhdfs, swebhdfs and file are compacted without it.",
     )
     byte_merge_min_row_group_mb: int = Field(
-        default=32,
+        default=64,
         ge=0,
         description="Merge a partition's files at the byte level (row groups / stripes copied, never decoded) when "
         "every row group / stripe of theirs is at least this many MB and they share schema, codec, writer and "

@@ -20,7 +20,7 @@ class CompactionOptions:
     drop_undeclared_columns: bool = False  # rewrite files holding columns the table does not declare, dropping them
     non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
     codec: str | None = None  # the codec every rewritten or merged file gets; None keeps the table's (`choose_codec`)
-    byte_merge_min_row_group_bytes: int = 32 * 1024 * 1024  # byte-merge files whose row groups all reach it; 0: never
+    byte_merge_min_row_group_bytes: int = 64 * 1024 * 1024  # byte-merge files whose row groups all reach it; 0: never
 
 
 @dataclass

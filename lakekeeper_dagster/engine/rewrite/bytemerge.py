@@ -1,16 +1,17 @@
 """Which of a unit's input files are merged at the byte level, and which go through the Spark rewrite: pure Python.
 
-A byte merge copies row groups (Parquet, `ParquetRewriter`) or stripes (ORC, `OrcFile.mergeFiles`) as they are
-into one output file, never decoding a value, so it is only correct for files that agree on everything a reader
-uses to decode them: the same physical schema, the same codec(s), the same writer (Parquet created_by; ORC file
-version, writer version and software version) and the same key-value metadata (Spark's `org.apache.spark.version`,
+A byte merge copies row groups (Parquet, `ParquetRewriter`) or stripes (ORC, `OrcFile.mergeFiles`) as they are into
+one output file, never decoding a value, so it is only correct for files that agree on everything a reader uses to
+decode them: the same physical schema, the same codec(s), the same writer (Parquet created_by; ORC file version,
+writer version and software version) and the same key-value metadata (Spark's `org.apache.spark.version`,
 `...parquet.row.metadata`, `...legacyDateTime` and `...legacyINT96`, which decide how Spark rebases old dates and
 INT96 timestamps, are copied to the output: files that differ there cannot share one footer). It is only worth it
-for files whose every row group / stripe is large (`min_row_group_bytes`): a file of many small row groups reads
-2-4 times slower than a rewritten one, so small row groups are never merged. Encrypted files are never merged, nor
-files of parquet-mr before 1.8.0 (readers correct their statistics and delta byte arrays by that writer's version,
-which the merged file's `created_by`, the merging library's, would no longer name), nor INT96 timestamps of
-another writer than parquet-mr (Hive converts them by the writer's name, e.g. Impala's).
+for files whose every row group / stripe is large (`min_row_group_bytes`): a merged file keeps its inputs' row
+groups and scans the slower the smaller they are (benchmarks/README.md, 7), so small row groups are never merged.
+Encrypted files are never merged, nor files of parquet-mr before 1.8.0 (readers correct their statistics and delta
+byte arrays by that writer's version, which the merged file's `created_by`, the merging library's, would no longer
+name), nor INT96 timestamps of another writer than parquet-mr (Hive converts them by the writer's name, e.g.
+Impala's).
 A group of such files is merged when it has at least two of them, or one whose codec the run changes (Parquet's
 codec transform recompresses pages without decoding values); a group bigger than the block size is split into
 outputs of about the block size. Everything else is rewritten by Spark.
