@@ -36,6 +36,11 @@ def common_arguments(parser: argparse.ArgumentParser, datasets: list[str], runs:
     parser.add_argument("--runs", type=int, default=runs, help="repetitions per contender (median reported)")
     parser.add_argument("--block-size-mb", type=int, default=128)
     parser.add_argument("--ratio", type=float, default=10.0)
+    location_arguments(parser)
+
+
+def location_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the master data, the per-run copies and the JSON result go."""
     parser.add_argument("--data-dir", type=Path, default=BENCH_HOME / "data", help="master copies of the data")
     parser.add_argument("--work-dir", type=Path, default=None, help="per-run copies (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file (default: .bench/results/)")

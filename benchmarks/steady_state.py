@@ -14,7 +14,6 @@ every partition a candidate for Lakekeeper's rule (average file < block / ratio)
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from benchmarks import harness
 from benchmarks.accounting import AccountingBench, mb
@@ -37,9 +36,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
                         help=f"repeatable (default: {' '.join(CONTENDERS)})")  # fmt: skip
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                         help="an engine setting for ours (lakekeeper.yaml key), repeatable")  # fmt: skip
-    parser.add_argument("--data-dir", type=Path, default=harness.BENCH_HOME / "data", help="master copies of the data")
-    parser.add_argument("--work-dir", type=Path, default=None, help="per-run copies (default: a temp dir)")
-    parser.add_argument("--out", type=Path, default=None, help="JSON result file (default: .bench/results/)")
+    harness.location_arguments(parser)
     return parser.parse_args(argv)
 
 
