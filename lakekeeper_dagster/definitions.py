@@ -1,18 +1,26 @@
-"""The code location's Definitions, built from the YAML config and the managed tables' state (read from the
-metastore at the code server's load, inherited by its run workers, the last known one when the metastore is down:
-see location_state)."""
+"""The code location's Definitions, built from the YAML config and the managed tables' state.
+
+`defs` loads the project's dg defs folder (`lakekeeper_dagster/defs`, `dg.load_from_defs_folder`), whose
+`ManagedTablesComponent` is a `dg.StateBackedComponent` keeping the managed tables' metadata in the Dagster
+instance's defs state storage (VERSIONED_STATE_STORAGE; see location_state). Chosen over
+`Definitions.with_reconstruction_metadata` with a reconstruction branch: that branch spares the run workers only,
+while every code-server initialization (the webserver's, the daemon's, each restart) would still start a JVM and read
+the metastore; with versioned state only an explicit refresh (refresh_tables_job, `dg utils refresh-defs-state`,
+`dagster dev` loads) reads it, every other load builds from a stored version, and a run worker from exactly the
+version its run was planned with. The cost: the state lives in the instance (a shared `defs_state_storage` for
+processes in other containers), and a production code server shows new tables only after a refresh."""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 import dagster as dg
 
 from lakekeeper_dagster.assets import build_table_asset
 from lakekeeper_dagster.checks import build_backup_check
-from lakekeeper_dagster.config import LakekeeperConfig, load_config
-from lakekeeper_dagster.jobs import build_jobs, cleanup_schedule, compaction_job
-from lakekeeper_dagster.location_state import LocationState, current_state
+from lakekeeper_dagster.config import LakekeeperConfig
+from lakekeeper_dagster.jobs import build_jobs, build_refresh_job, cleanup_schedule, compaction_job, refresh_schedule
+from lakekeeper_dagster.location_state import LocationState, register_pool_limits
 from lakekeeper_dagster.managed import ManagedTables, load_managed_tables
 from lakekeeper_dagster.observations import OBSERVE_JOB, build_observe_job, observe_schedule
 from lakekeeper_dagster.partition_sensor import build_partitions_sensor
@@ -46,13 +54,10 @@ def read_managed_tables(config: LakekeeperConfig) -> ManagedTables:
 def build_definitions(
     config: LakekeeperConfig, spark=None, resource: HiveSparkResource | None = None
 ) -> dg.Definitions:
-    """The definitions for the tables the config manages: read through `spark` when given, else from the location's
-    state (the metastore when this process may and can read it; see `current_state`)."""
-    if spark is not None:
-        state = LocationState(load_managed_tables(spark, config), read_at=None)
-    else:
-        state = current_state(config, lambda: read_managed_tables(config))
-    return definitions_from_state(config, state, resource)
+    """The definitions for the tables the config manages as the metastore lists them now: read through `spark` when
+    given, else through `read_managed_tables` (the code location itself builds from its stored state instead)."""
+    managed = load_managed_tables(spark, config) if spark is not None else read_managed_tables(config)
+    return definitions_from_state(config, LocationState(managed, read_at=None), resource)
 
 
 def definitions_from_state(
@@ -61,7 +66,11 @@ def definitions_from_state(
     """Assets, checks, jobs, schedules and the sensor of the state's tables; its notice on every job's page."""
     tables = state.managed.tables
     translator = HiveTableTranslator(owners=config.asset_owners, tags=config.asset_tags)
-    jobs = [*build_jobs(config, tables, translator), build_observe_job(config, tables, translator)]
+    jobs = [
+        *build_jobs(config, tables, translator),
+        build_observe_job(config, tables, translator),
+        build_refresh_job(config, translator),
+    ]
     if state.notice:
         jobs = [job.with_metadata({**job.metadata, NOTICE_KEY: dg.MetadataValue.text(state.notice)}) for job in jobs]
     by_name = {job.name: job for job in jobs}
@@ -73,6 +82,7 @@ def definitions_from_state(
         schedules=[
             cleanup_schedule(by_name["cleanup_job"]),
             observe_schedule(by_name[OBSERVE_JOB], config),
+            refresh_schedule(by_name["refresh_tables_job"]),
         ],
         sensors=[
             build_file_count_sensor(config, tables, translator, compaction),
@@ -84,27 +94,14 @@ def definitions_from_state(
 
 
 def register_pools(instance: dg.DagsterInstance, definitions: dg.Definitions) -> list[str]:
-    """Give every table's pool its limit row (at the instance's `default_limit`) before any of its runs is queued.
-
-    Dagster 1.13 enforces a pool's default limit only from the dequeue tick after the first one that sees the pool:
-    two runs of a new table queued before that tick would both start. Pools that already have a row (a limit set
-    by `dagster instance concurrency set`, or registered before) are left as they are. Returns the pools added.
-    """
-    storage = instance.event_log_storage
-    if instance.global_op_concurrency_default_limit is None:
-        return []  # the instance sets no default limit: nothing to enforce (see dagster_instance.yaml)
-    known = set(storage.get_concurrency_keys())
-    pools = sorted({a.op.pool for a in definitions.assets if isinstance(a, dg.AssetsDefinition) and a.op.pool})
-    added = [pool for pool in pools if pool not in known]
-    for pool in added:
-        storage.initialize_concurrency_limit_to_default(pool)
-    return added
+    """Give every table's pool of `definitions` its limit row (see `register_pool_limits`); returns the pools added.
+    The code location does it when it stores a state (the component's refresh, refresh_tables_job): a table enters
+    the definitions only through a stored state, so its pool has its row before any of its runs can be queued."""
+    pools = {a.op.pool for a in definitions.assets if isinstance(a, dg.AssetsDefinition) and a.op.pool}
+    return register_pool_limits(instance, pools)
 
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    definitions = build_definitions(load_config())
-    if os.environ.get("DAGSTER_HOME"):  # the code server, daemon and webserver share this instance
-        with dg.DagsterInstance.get() as instance:
-            register_pools(instance, definitions)
-    return definitions
+    """The project's defs folder: the managed tables' component, built from the stored state."""
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)

@@ -1,4 +1,5 @@
-"""Jobs: sync Hive partitions into dynamic partitions, analyze, rollback, cleanup, recover; the cleanup schedule."""
+"""Jobs: sync Hive partitions into dynamic partitions, analyze, rollback, cleanup, recover, refresh the managed
+tables; the cleanup and refresh schedules."""
 
 from typing import Any
 
@@ -16,6 +17,14 @@ from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.plan.report import render_report
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.location_state import (
+    LOCATION_NAME,
+    register_pool_limits,
+    reload_location,
+    state_key,
+    store_state,
+)
+from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.partitions import sync_partitions
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
@@ -106,6 +115,14 @@ class RecoverConfig(dg.Config):
             return self.database, None
         split_table_name(self.table, "config.table")
         return self.database, [self.table]
+
+
+class RefreshConfig(dg.Config):
+    """Where the webserver that reloads the code location after the refresh answers."""
+
+    webserver: str = Field(
+        default="http://127.0.0.1:3000", description="the Dagster webserver's URL; empty: ask none to reload"
+    )
 
 
 def compaction_job(info: TableInfo, translator: HiveTableTranslator) -> Any:
@@ -225,5 +242,40 @@ def cleanup_schedule(cleanup_job: dg.JobDefinition) -> dg.ScheduleDefinition:
         job=cleanup_job,
         cron_schedule="0 3 * * *",
         run_config=dg.RunConfig(ops={"cleanup": CleanupConfig(older_than="7d", dry_run=False)}),
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+    )
+
+
+def build_refresh_job(settings: LakekeeperConfig, translator: HiveTableTranslator) -> dg.JobDefinition:
+    """refresh_tables_job: new or dropped tables appear in the code location (see location_state)."""
+
+    @dg.op
+    def refresh_tables(context: dg.OpExecutionContext, config: RefreshConfig, spark: HiveSparkResource) -> None:
+        """Read the managed tables through the run's Spark session, store them as the code location's newest state
+        in this instance, register their pools, then ask the webserver to reload the code location."""
+        with engine_failures():
+            managed = load_managed_tables(spark.spark_session, settings)
+        version = store_state(context.instance, settings, managed)
+        added = register_pool_limits(context.instance, [translator.pool(info) for info in managed.tables])
+        context.log.info(
+            f"{len(managed.tables)} table(s) ({len(managed.skipped)} skipped) stored as version {version} of "
+            f"{state_key(settings)}; {len(added)} new pool(s) registered"
+        )
+        origin = context.dagster_run.remote_job_origin
+        context.log.info(reload_location(config.webserver, origin.location_name if origin else LOCATION_NAME))
+
+    @dg.job(description="Read the managed tables from the metastore and reload the code location with them.")
+    def refresh_tables_job() -> None:
+        refresh_tables()
+
+    return refresh_tables_job
+
+
+def refresh_schedule(refresh_job: dg.JobDefinition) -> dg.ScheduleDefinition:
+    """Hourly refresh of the managed tables; off until turned on."""
+    return dg.ScheduleDefinition(
+        name="refresh_tables_schedule",
+        job=refresh_job,
+        cron_schedule="15 * * * *",
         default_status=dg.DefaultScheduleStatus.STOPPED,
     )

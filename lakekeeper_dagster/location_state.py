@@ -1,10 +1,10 @@
-"""The code location's state: the managed tables' metadata as last read from the metastore, kept as JSON so that a
-load that must not read the metastore (a run worker) or cannot (the metastore is down) builds the same definitions.
+"""The code location's state: the managed tables' metadata as last read from the metastore, kept as JSON in the Dagster
+instance's defs state storage (Dagster's state-backed definitions, see `lakekeeper_dagster.defs.managed_tables`), so
+that every load that must not read the metastore (a run worker, a production code server) or cannot (the metastore
+is down) builds its definitions from a stored version, with no metastore call and no JVM.
 
-The code server's load reads the metastore, saves the state under `<metastore.home>/state/` and names the file in
-the environment variable LAKEKEEPER_DEFINITIONS_STATE; the run workers it starts inherit the variable and load from
-the file, with no metastore call and no JVM. With the metastore down the last saved state is used (or none: 0
-tables), and the notice says so.
+One state key per selection of tables (`state_key`); each refresh stores a new version under it. A run worker
+rebuilds from exactly the version its run was planned with (Dagster pins it in the run's execution plan snapshot).
 """
 
 from __future__ import annotations
@@ -12,22 +12,30 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-from collections.abc import Callable
+import tempfile
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import dagster as dg
+
 from lakekeeper_dagster.config import LakekeeperConfig, config_path
-from lakekeeper_dagster.engine.errors import LakekeeperError
 from lakekeeper_dagster.engine.hive.model import Column, TableInfo
 from lakekeeper_dagster.managed import ManagedTables
-from spark_resources.errors import ResourceError
 from spark_resources.metastore import parse_thrift_uri, port_is_open
 
-STATE_ENV = "LAKEKEEPER_DEFINITIONS_STATE"
+LOCATION_NAME = "lakekeeper_dagster"  # workspace.yaml and [tool.dg.project] code_location_name
 STATE_FORMAT = 1
 TUPLE_FIELDS = ("partition_columns", "bucket_columns", "sort_columns")
+REFRESH_HOW = "run refresh_tables_job (or `dg utils refresh-defs-state` in the project folder)"
+DOWN_TODO = (
+    "the jobs stay available but fail until it answers. Start it (`lakekeeper-dagster metastore start` for the "
+    "local one) or fix metastore.uri / LAKEKEEPER_METASTORE_URI, then reload the code location"
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +49,22 @@ class LocationState:
     notice: str | None = None
 
 
-def state_file(config: LakekeeperConfig) -> Path:
-    """The state of this selection of tables (another selection has its own file; the metastore it was read from
-    is in the file). Two locations reading one selection from two metastores must not share `metastore.home`."""
+class StateUnreadable(Exception):
+    """The managed tables could not be read to refresh the state (the message says why); the last stored version
+    stays in use."""
+
+
+def state_key(config: LakekeeperConfig) -> str:
+    """The defs state key of this selection of tables (another selection has its own; the metastore a version was
+    read from is in the version). Two locations reading one selection from two metastores must not share an
+    instance."""
     identity = json.dumps(config.tables.model_dump(mode="json"), sort_keys=True)
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return Path(config.metastore.home).absolute() / "state" / f"definitions-{digest}.json"
+    return f"lakekeeper_dagster/tables-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
+
+
+def read_at_now(config: LakekeeperConfig) -> str:
+    """When and from which metastore a state is read."""
+    return f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} from {config.metastore.uri}"
 
 
 def state_to_json(managed: ManagedTables, read_at: str) -> str:
@@ -71,23 +89,63 @@ def state_from_json(text: str) -> tuple[ManagedTables, str]:
     return ManagedTables(tables=tables, skipped=dict(data["skipped"])), data["read_at"]
 
 
-def save_state(path: Path, managed: ManagedTables, read_at: str) -> None:
-    """Write the state atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(state_to_json(managed, read_at), encoding="utf-8")
-    os.replace(partial, path)
+def store_state(instance: dg.DagsterInstance, config: LakekeeperConfig, managed: ManagedTables) -> str:
+    """Store `managed` as the newest version of the selection's state in the instance's defs state storage (the
+    next code-server load builds from it); returns the version."""
+    storage = instance.defs_state_storage
+    if storage is None:
+        raise StateUnreadable("this Dagster instance has no defs state storage: the state cannot be stored")
+    version = str(uuid.uuid4())
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "state"
+        path.write_text(state_to_json(managed, read_at_now(config)), encoding="utf-8")
+        storage.upload_state_from_path(state_key(config), version=version, path=path)
+    return version
 
 
-def read_saved_state(path: Path) -> tuple[ManagedTables, str] | None:
-    """The saved state, or None when there is none (or it cannot be read: then the load says so)."""
+RELOAD = """mutation ($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) { __typename
+  ... on WorkspaceLocationEntry { locationOrLoadError { __typename ... on PythonError { message } } }
+  ... on PythonError { message } ... on UnauthorizedError { message } ... on ReloadNotSupported { message }
+  ... on RepositoryLocationNotFound { message } } }"""
+
+
+def reload_location(webserver: str, location: str) -> str:
+    """Ask the webserver at `webserver` to reload the code location (it then builds from the newest stored state);
+    says what happened."""
+    later = "the code location shows it from its next load (Deployment -> Reload, or a restart)"
+    if not webserver:
+        return f"no webserver to ask: {later}"
+    request = urllib.request.Request(
+        f"{webserver.rstrip('/')}/graphql",
+        data=json.dumps({"query": RELOAD, "variables": {"name": location}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
-        return state_from_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
+        with urllib.request.urlopen(request, timeout=600) as response:
+            answer = json.loads(response.read())["data"]["reloadRepositoryLocation"]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        log.warning("the saved state %s cannot be read (%s); it is ignored", path, error)
-        return None
+        return f"the webserver at {webserver} did not reload the code location ({error}): {later}"
+    loaded = answer.get("locationOrLoadError") or answer
+    if answer["__typename"] != "WorkspaceLocationEntry" or loaded["__typename"] == "PythonError":
+        return f"the webserver at {webserver} could not reload {location}: {loaded.get('message')}; {later}"
+    return f"the webserver at {webserver} reloaded {location}"
+
+
+def register_pool_limits(instance: dg.DagsterInstance, pools: Iterable[str]) -> list[str]:
+    """Give each pool without a limit row its row at the instance's `default_limit`; returns the pools added.
+
+    Dagster 1.13 enforces a pool's default limit only from the dequeue tick after the first one that sees the pool:
+    two runs of a new table queued before that tick would both start. Pools that already have a row (a limit set
+    by `dagster instance concurrency set`, or registered before) are left as they are.
+    """
+    if instance.global_op_concurrency_default_limit is None:
+        return []  # the instance sets no default limit: nothing to enforce (see dagster_instance.yaml)
+    storage = instance.event_log_storage
+    known = set(storage.get_concurrency_keys())
+    added = sorted(set(pools) - known)
+    for pool in added:
+        storage.initialize_concurrency_limit_to_default(pool)
+    return added
 
 
 def metastore_reachable(uri: str) -> bool:
@@ -103,49 +161,25 @@ def none_managed_notice(config: LakekeeperConfig, managed: ManagedTables) -> str
     skipped = f" ({len(managed.skipped)} table(s) selected but not manageable, see the load's log)"
     return (
         f"0 tables managed{skipped if managed.skipped else ''}: set tables.databases (or tables.tables) {where}, "
-        "then reload the code location; `lakekeeper-dagster demo create` writes one for the demo database"
+        f"then {REFRESH_HOW}; `lakekeeper-dagster demo create` writes one for the demo database"
     )
 
 
-def current_state(config: LakekeeperConfig, read: Callable[[], ManagedTables]) -> LocationState:
-    """The state to build the definitions from: inherited from the code server (a run worker), else read from the
-    metastore (and saved), else the last saved one when the metastore cannot be read. Logs the notice."""
-    path = state_file(config)
-    inherited = os.environ.get(STATE_ENV) == str(path) and read_saved_state(path)
-    if inherited:
-        managed, read_at = inherited
-        return LocationState(managed, read_at, none_managed_notice(config, managed))
-    problem = None
-    if metastore_reachable(config.metastore.uri):
-        try:
-            managed = read()
-        except (LakekeeperError, ResourceError) as error:
-            uri = config.metastore.uri
-            problem = f"the managed tables could not be read from the Hive Metastore at {uri}: {error}"
+def location_state(config: LakekeeperConfig, stored: str | None, problem: str | None) -> LocationState:
+    """The state a load builds from: the stored version's text (None: none stored yet) and, when this load tried
+    to refresh it and could not, why. Logs the notice."""
+    if stored is None:
+        if problem:
+            notice = f"{problem} and no state was saved yet: 0 tables managed; {DOWN_TODO}"
         else:
-            read_at = f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} from {config.metastore.uri}"
-            save_state(path, managed, read_at)
-            os.environ[STATE_ENV] = str(path)
-            return _logged(LocationState(managed, read_at, none_managed_notice(config, managed)))
-    state = _last_known(config, path, problem or f"the Hive Metastore at {config.metastore.uri} is unreachable")
-    return _logged(state)
-
-
-def _last_known(config: LakekeeperConfig, path: Path, problem: str) -> LocationState:
-    todo = (
-        "the jobs stay available but fail until it answers. Start it (`lakekeeper-dagster metastore start` for the "
-        "local one) or fix metastore.uri / LAKEKEEPER_METASTORE_URI, then reload the code location"
-    )
-    saved = read_saved_state(path)
-    if saved is None:
-        return LocationState(ManagedTables(), None, f"{problem} and no state was saved yet: 0 tables managed; {todo}")
-    managed, read_at = saved
-    os.environ[STATE_ENV] = str(path)
-    return LocationState(
-        managed,
-        read_at,
-        f"{problem}: the {len(managed.tables)} table(s) are the last known state, read at {read_at} ({path}); {todo}",
-    )
+            notice = f"no state of the managed tables is stored in this instance yet: 0 tables managed; {REFRESH_HOW}"
+        return _logged(LocationState(ManagedTables(), None, notice))
+    managed, read_at = state_from_json(stored)
+    notice = none_managed_notice(config, managed)
+    if problem:
+        last = f"the {len(managed.tables)} table(s) are the last known state, read at {read_at}"
+        notice = f"{problem}: {last}; {DOWN_TODO}"
+    return _logged(LocationState(managed, read_at, notice))
 
 
 def _logged(state: LocationState) -> LocationState:

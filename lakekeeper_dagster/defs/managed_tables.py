@@ -1,0 +1,79 @@
+"""The managed Hive tables as a state-backed component (`dg.StateBackedComponent`, state in the instance's defs
+state storage, VERSIONED_STATE_STORAGE): the one place the code location reads the metastore at load.
+
+- A refresh (`dg utils refresh-defs-state`, the load under `dagster dev`/`dg dev` and its reloads, or
+  refresh_tables_job, which stores a version itself) reads the managed tables through `read_managed_tables` and
+  stores them as a new version of the selection's state, registering the new tables' pools in that instance.
+- Every other load (a production code server, the daemon's, every run worker) builds from a stored version: no
+  metastore call, no JVM. A run worker gets the version its run was planned with.
+- A refresh that cannot read the metastore (down, or the read fails) falls back to the last stored version (or 0
+  tables), with the reason on every job's page.
+
+No `from __future__ import annotations` here: dg reads the component's type from the loader's return annotation.
+"""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from dagster.components import DefsStateConfig, DefsStateConfigArgs
+
+from lakekeeper_dagster.config import LakekeeperConfig, load_config
+from lakekeeper_dagster.definitions import definitions_from_state, read_managed_tables
+from lakekeeper_dagster.engine.errors import LakekeeperError
+from lakekeeper_dagster.location_state import (
+    StateUnreadable,
+    location_state,
+    metastore_reachable,
+    read_at_now,
+    register_pool_limits,
+    state_key,
+    state_to_json,
+)
+from lakekeeper_dagster.translator import HiveTableTranslator
+from spark_resources.errors import ResourceError
+
+
+class ManagedTablesComponent(dg.StateBackedComponent):
+    """The assets, checks, jobs, schedules and sensors of the tables `config` manages, built from the stored state."""
+
+    def __init__(self, config: LakekeeperConfig):
+        self.config = config
+        self.problem: str | None = None  # why this load's refresh failed (then it does not retry)
+
+    @property
+    def defs_state_config(self) -> DefsStateConfig:
+        args = DefsStateConfigArgs.versioned_state_storage().model_copy(update={"refresh_if_dev": not self.problem})
+        return DefsStateConfig.from_args(args, default_key=state_key(self.config))
+
+    def write_state_to_path(self, state_path: Path) -> None:
+        """Read the managed tables (the only metastore read at load); StateUnreadable when they cannot be read."""
+        uri = self.config.metastore.uri
+        if not metastore_reachable(uri):  # fails fast, with no JVM started
+            raise StateUnreadable(f"the Hive Metastore at {uri} is unreachable")
+        try:
+            managed = read_managed_tables(self.config)
+        except (LakekeeperError, ResourceError) as error:
+            problem = f"the managed tables could not be read from the Hive Metastore at {uri}: {error}"
+            raise StateUnreadable(problem) from error
+        state_path.write_text(state_to_json(managed, read_at_now(self.config)), encoding="utf-8")
+        if os.environ.get("DAGSTER_HOME"):  # the instance this state is stored in, where the tables' runs queue
+            translator = HiveTableTranslator(owners=self.config.asset_owners, tags=self.config.asset_tags)
+            with dg.DagsterInstance.get() as instance:
+                register_pool_limits(instance, [translator.pool(info) for info in managed.tables])
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        try:
+            return super().build_defs(context)
+        except StateUnreadable as problem:  # a dev/dg load's refresh failed: build from the last stored version
+            self.problem = str(problem)
+            return super().build_defs(context)
+
+    def build_defs_from_state(self, context: dg.ComponentLoadContext, state_path: Path | None) -> dg.Definitions:
+        stored = state_path.read_text(encoding="utf-8") if state_path is not None else None
+        return definitions_from_state(self.config, location_state(self.config, stored, self.problem))
+
+
+@dg.component_instance
+def load(context: dg.ComponentLoadContext) -> ManagedTablesComponent:
+    return ManagedTablesComponent(load_config())
