@@ -21,8 +21,12 @@ demo: venv
 	$(CLI) demo run --database $(DEMO_DB)
 	$(CLI) analyze --database $(DEMO_DB)
 
+# `dg check defs` / `dg list defs`: the code location loads as a dg project (a few seconds, no metastore needed: with
+# none reachable it loads the last stored state or 0 tables, and says so).
 test: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/dg check defs
+	$(VENV)/bin/dg list defs > /dev/null
 	$(PY) -m pytest
 
 metastore-start: venv

@@ -1,0 +1,189 @@
+"""The code location's state (issue 18): run workers build their definitions from the stored state, with no JVM and
+no metastore call; refresh_tables_job brings new and dropped tables (and their pools) into the code location."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from lakekeeper_dagster.config import load_config
+from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, spark_resource_for
+from lakekeeper_dagster.instance_settings import install_instance_settings
+from lakekeeper_dagster.location_state import state_from_json, state_key
+from lakekeeper_dagster_tests.tables import REPO, make_table
+from spark_resources.metastore import free_port
+
+BIN = Path(sys.executable).parent
+# Runs start at once (no daemon in this test): DefaultRunCoordinator, then DefaultRunLauncher.
+DIRECT = "run_coordinator:\n  module: dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n"
+FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+# Loaded by every Python process of the launch (CLI, code server, run worker) through PYTHONPATH: records at exit
+# whether the process started a JVM (pyspark's gateway), and whether it is a run worker (the code server starts each
+# run in a multiprocessing child).
+SITECUSTOMIZE = """
+import atexit, json, multiprocessing, os, sys
+
+
+def _record():
+    jvm = False
+    if "pyspark" in sys.modules:
+        from pyspark import SparkContext
+        jvm = SparkContext._gateway is not None
+    with open(os.environ["LAKEKEEPER_TEST_PROBE"], "a") as out:
+        worker = multiprocessing.parent_process() is not None
+        out.write(json.dumps({"argv": sys.argv, "jvm": jvm, "worker": worker}) + "\\n")
+
+
+atexit.register(_record)
+"""
+
+
+@pytest.fixture
+def location(tmp_path, monkeypatch, metastore, database):
+    """(config file, DAGSTER_HOME) of a location managing `database`; no dev CLI refresh at load."""
+    monkeypatch.delenv("DAGSTER_IS_DEV_CLI", raising=False)
+    monkeypatch.delenv("LAKEKEEPER_METASTORE_URI", raising=False)
+    config = tmp_path / "lakekeeper.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri, "home": str(tmp_path / "lk")}}
+        )
+    )
+    monkeypatch.setenv("LAKEKEEPER_CONFIG", str(config))
+    home = tmp_path / "dagster_home"
+    install_instance_settings(home)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return config, home
+
+
+def refresh(spark, instance: dg.DagsterInstance, webserver: str = "") -> list[str]:
+    """Run refresh_tables_job as a user launches it; its log lines."""
+    config = load_config()
+    job = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    result = job.get_job_def("refresh_tables_job").execute_in_process(
+        instance=instance, run_config={"ops": {"refresh_tables": {"config": {"webserver": webserver}}}}
+    )
+    assert result.success
+    return [entry.user_message for entry in instance.all_logs(result.run_id)]
+
+
+def asset_names(instance: dg.DagsterInstance) -> list[str]:
+    """The assets a (non-dev) load of the code location shows, from the instance's stored state."""
+    loaded = defs()
+    return sorted(k.to_user_string() for k in loaded.resolve_asset_graph().get_all_asset_keys())
+
+
+def test_new_and_dropped_tables_appear_after_the_refresh_job(spark, database, data_dir, location):
+    make_table(spark, database, "a", data_dir / "a", files=2)
+    home = location[1]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        notices = {job.metadata[NOTICE_KEY].value for job in defs().get_repository_def().get_all_jobs()}
+        assert notices == {
+            "no state of the managed tables is stored in this instance yet: 0 tables managed; run "
+            "refresh_tables_job (or `dg utils refresh-defs-state` in the project folder)"
+        }
+        closed = f"http://127.0.0.1:{free_port()}"
+        said = refresh(spark, instance, webserver=closed)
+        assert any(m.startswith("1 table(s) (0 skipped) stored as version ") for m in said), said
+        assert any(
+            m.startswith(f"the webserver at {closed} did not reload the code location")
+            and m.endswith("the code location shows it from its next load (Deployment -> Reload, or a restart)")
+            for m in said
+        ), said
+        assert asset_names(instance) == [f"hive/{database}/a"]
+        assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {f"lakekeeper/{database}.a": 1}
+
+        make_table(spark, database, "b", data_dir / "b", files=2)
+        assert asset_names(instance) == [f"hive/{database}/a"]  # the stored state: no metastore read at load
+        refresh(spark, instance)
+        assert asset_names(instance) == [f"hive/{database}/a", f"hive/{database}/b"]
+        assert f"lakekeeper/{database}.b" in {p.name for p in instance.event_log_storage.get_pool_limits()}
+
+        spark.sql(f"DROP TABLE `{database}`.`a`")
+        refresh(spark, instance)
+        assert asset_names(instance) == [f"hive/{database}/b"]
+        stored = instance.defs_state_storage.get_latest_version(state_key(load_config()))
+        path = home / "stored"
+        instance.defs_state_storage.download_state_to_path(state_key(load_config()), stored, path)
+        assert [t.name for t in state_from_json(path.read_text())[0].tables] == ["b"]
+
+
+def _launch(env: dict, cwd: Path, job: str, run_config: dict) -> subprocess.CompletedProcess:
+    command = [str(BIN / "dagster"), "job", "launch", "-m", "lakekeeper_dagster.definitions", "-j", job]
+    command += ["--config-json", json.dumps(run_config)]
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def _finished_run(instance: dg.DagsterInstance, known: set[str]) -> dg.DagsterRun:
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        runs = [r for r in instance.get_runs() if r.run_id not in known and r.status in FINISHED]
+        if runs:
+            return runs[0]
+        time.sleep(0.5)
+    raise AssertionError(f"no run finished: {[(r.run_id, r.status) for r in instance.get_runs()]}")
+
+
+def _failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    failures = [e.dagster_event for e in instance.all_logs(run.run_id) if e.is_dagster_event]
+    failures = [e for e in failures if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    return failures[0].step_failure_data.user_failure_data.description
+
+
+def _workers(probe: Path, count: int) -> list[dict]:
+    """The run workers' records, once `count` have exited."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        records = [json.loads(line) for line in probe.read_text().splitlines()] if probe.exists() else []
+        workers = [r for r in records if r["worker"]]
+        if len(workers) >= count:
+            return workers
+        time.sleep(0.5)
+    raise AssertionError(f"{count} run worker(s) expected in {probe}")
+
+
+@pytest.mark.slow
+def test_a_run_worker_builds_from_the_stored_state_without_jvm_or_metastore(
+    spark, metastore, database, data_dir, location, tmp_path
+):
+    """Real runs launched through the instance's DefaultRunLauncher (`dagster job launch`: a code server, which
+    starts a worker process for the run): the worker rebuilds the job from the state version the run was
+    planned with. With the metastore up its load starts no JVM; with the metastore stopped the table's job is
+    still there and fails on its own metastore check, not at load."""
+    make_table(spark, database, "t", data_dir / "t", files=2)
+    config, home = location
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    probe = tmp_path / "probe.jsonl"
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{REPO}", "LAKEKEEPER_TEST_PROBE": str(probe)}
+    (home / "dagster.yaml").write_text(DIRECT)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        refresh(spark, instance)
+        known = {r.run_id for r in instance.get_runs()}
+
+        launched = _launch(env, tmp_path, "rollback_job", {"ops": {"rollback": {"config": {"table": ""}}}})
+        assert launched.returncode == 0, launched.stderr[-3000:]
+        run = _finished_run(instance, known)
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        assert "config.table is empty" in _failure(instance, run)  # the op ran: its config check, before Spark
+        assert [w["jvm"] for w in _workers(probe, 1)] == [False]
+
+        down = f"thrift://127.0.0.1:{free_port()}"
+        launched = _launch({**env, "LAKEKEEPER_METASTORE_URI": down}, tmp_path, f"Compact__{database}__t", {})
+        assert launched.returncode == 0, launched.stderr[-3000:]
+        run = _finished_run(instance, known | {run.run_id})
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        assert f"the Hive Metastore at {down} is not reachable, and this run needs it" in _failure(instance, run)
+        assert [w["jvm"] for w in _workers(probe, 2)] == [False, False]
+    records = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert not [r["argv"] for r in records if r["jvm"]]  # nor the CLI's or the code server's load
