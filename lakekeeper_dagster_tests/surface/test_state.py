@@ -77,7 +77,7 @@ def refresh(spark, instance: dg.DagsterInstance, webserver: str = "") -> list[st
 
 
 def asset_names(instance: dg.DagsterInstance) -> list[str]:
-    """The assets a (non-dev) load of the code location shows, from the instance's stored state."""
+    """The assets a (non-dev) load of the code location shows, from the stored state of `instance` (entered)."""
     loaded = defs()
     return sorted(k.to_user_string() for k in loaded.resolve_asset_graph().get_all_asset_keys())
 
@@ -100,7 +100,8 @@ def test_new_and_dropped_tables_appear_after_the_refresh_job(spark, database, da
             for m in said
         ), said
         assert asset_names(instance) == [f"hive/{database}/a"]
-        assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {f"lakekeeper/{database}.a": 1}
+        pools = {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()}
+        assert pools == {f"lakekeeper/{database}.a": 1}  # registered with the state, before any run is queued
 
         make_table(spark, database, "b", data_dir / "b", files=2)
         assert asset_names(instance) == [f"hive/{database}/a"]  # the stored state: no metastore read at load
