@@ -27,7 +27,6 @@ from lakekeeper_dagster.partition_sensor import build_partitions_sensor
 from lakekeeper_dagster.sensors import build_file_count_sensor
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource, code_location_resource
-from spark_resources.session import start_spark_session
 
 # Job metadata key of the location's notice ("0 tables managed: ...", "the metastore is unreachable: ..."): shown
 # on every job's page, where an operator looks for rollback, cleanup and recover.
@@ -44,11 +43,12 @@ def spark_resource_for(config: LakekeeperConfig, **overrides) -> HiveSparkResour
 
 
 def read_managed_tables(config: LakekeeperConfig) -> ManagedTables:
-    """The managed tables as the metastore lists them now (starts this process's Spark session, unless the config
-    selects no table)."""
+    """The managed tables as the metastore lists them now, through the runs' own resource (its Kerberos login
+    included); the session it starts is stopped afterwards. No session at all when the config selects no table."""
     if not config.tables.databases and not config.tables.tables:
         return ManagedTables()
-    return load_managed_tables(start_spark_session(config.spark_conf()), config)
+    with dg.build_resources({"spark": spark_resource_for(config)}) as resources:
+        return load_managed_tables(resources.spark.spark_session, config)
 
 
 def build_definitions(

@@ -28,6 +28,8 @@ from typing import Any
 from spark_resources.errors import KerberosError
 from spark_resources.py4j import hadoop_conf, java_messages, jvm
 
+KRB5_CONF_PROPERTY = "java.security.krb5.conf"
+
 
 def keytab_principals(keytab: str | Path) -> list[str]:
     """Principal names stored in an MIT keytab file (format 0x0502), in file order, without duplicates."""
@@ -173,20 +175,51 @@ def java_error_text(error: BaseException) -> str:
     return "\n".join([str(error), *java_messages(error)])
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-empty line of a tool's output (at most 300 characters)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no output)"
 
 
+def krb5_conf_in_use(configured: str | None) -> tuple[str | None, str]:
+    """The Kerberos configuration file kinit and the driver JVM both use, and where it was set: `configured`
+    (spark_submit.krb5_conf), else $KRB5_CONFIG (as MIT tools read it), else None (both read /etc/krb5.conf)."""
+    if configured:
+        return configured, "spark_submit.krb5_conf"
+    from_env = os.environ.get("KRB5_CONFIG")
+    if not from_env:
+        return None, "the system default"
+    files = [name for name in from_env.split(":") if name]
+    if len(files) != 1:  # MIT merges a list of files; the JVM reads exactly one
+        raise KerberosError(
+            f"KRB5_CONFIG lists {len(files)} files ({from_env}), but the Spark driver's JVM reads exactly one "
+            "Kerberos configuration file. Set spark_submit.krb5_conf to one file holding the whole configuration "
+            "(kinit then uses the same one). Nothing was done."
+        )
+    return files[0], "KRB5_CONFIG"
+
+
 @dataclass
 class KerberosLogin:
-    """The Kerberos identity of one run: keytab checks, kinit into a private cache, JVM login, relogin."""
+    """The Kerberos identity of one run: keytab checks, kinit into a private cache, JVM login, relogin.
+
+    `krb5_conf` None means $KRB5_CONFIG when it is set (see `krb5_conf_in_use`): kinit and the JVM use one file.
+    """
 
     principal: str
     keytab: str
     krb5_conf: str | None = None
+    krb5_source: str = field(default="spark_submit.krb5_conf", init=False)
     cache_dir: Path | None = field(default=None, init=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.krb5_conf, self.krb5_source = krb5_conf_in_use(self.krb5_conf)
+
+    @property
+    def krb5_conf_shown(self) -> str:
+        """The Kerberos configuration file as messages name it, with where it was set."""
+        return f"{self.krb5_conf or '/etc/krb5.conf'} ({self.krb5_source})"
 
     @property
     def ccache(self) -> str:
@@ -204,21 +237,40 @@ class KerberosLogin:
             "spark.hadoop.hive.metastore.sasl.enabled": "true",
         }
         if self.krb5_conf:  # the driver only: YARN executors authenticate with delegation tokens
-            conf["spark.driver.extraJavaOptions"] = f"-Djava.security.krb5.conf={self.krb5_conf}"
+            conf["spark.driver.extraJavaOptions"] = f"-D{KRB5_CONF_PROPERTY}={self.krb5_conf}"
         return conf
+
+    def check_running_session(self, running: dict[str, str]) -> None:
+        """Refuse a Spark session already running in this process without this login's settings: `getOrCreate`
+        would return it, and its metastore client would not use Kerberos (or not as this principal)."""
+        wanted = {k: v for k, v in self.spark_conf().items() if not k.endswith("extraJavaOptions")}
+        differing = [f"{k}={running.get(k, '(not set)')}" for k, v in wanted.items() if running.get(k) != v]
+        if differing:
+            raise KerberosError(
+                f"a Spark session without the Kerberos login of {self.principal} is already running in this process "
+                f"({', '.join(differing)}): it would be reused, and its metastore client would not authenticate as "
+                f"{self.principal}. Stop that session first, or start it through the same Kerberized "
+                "HiveSparkResource (the code location reads the metastore through it). Nothing was done."
+            )
 
     def _error(self, text: str, step: str) -> KerberosError:
         known = diagnose(text, self.principal, self.keytab, self.krb5_conf)
         if known:
             return KerberosError(f"Kerberos {step} failed: {known}")
         return KerberosError(
-            f"Kerberos {step} of {self.principal} with keytab {self.keytab} failed: {_last_line(text)}. "
+            f"Kerberos {step} of {self.principal} with keytab {self.keytab} failed: {last_line(text)}. "
             f"Try `kinit -k -t {self.keytab} {self.principal}` on this host to reproduce it."
         )
 
     def login(self) -> None:
         """Before the JVM starts: check the keytab, kinit into a private cache and point KRB5CCNAME at it."""
         check_keytab(self.principal, self.keytab)
+        if self.krb5_conf and not os.access(self.krb5_conf, os.R_OK):
+            raise KerberosError(
+                f"the Kerberos configuration {self.krb5_conf_shown} does not exist or is not readable by this user "
+                f"(uid {os.getuid()}). Point spark_submit.krb5_conf (or KRB5_CONFIG) at your realm's krb5.conf. "
+                "Nothing was done."
+            )
         kinit = shutil.which("kinit")
         if kinit is None:
             raise KerberosError(
@@ -255,10 +307,22 @@ class KerberosLogin:
         """Log the driver JVM in from the keytab; call after getOrCreate and before the first catalog call."""
         ugi = jvm(spark).org.apache.hadoop.security.UserGroupInformation
         try:
+            self._point_jvm_at_krb5_conf(spark)
             ugi.setConfiguration(hadoop_conf(spark))
             ugi.loginUserFromKeytab(self.principal, self.keytab)
         except Exception as error:  # py4j wraps every Java exception
             raise self._error(java_error_text(error), "login of the Spark driver") from None
+
+    def _point_jvm_at_krb5_conf(self, spark: Any) -> None:
+        """Make the JVM read this login's krb5.conf. The driver option set at JVM start does it, but a JVM started
+        earlier in this process (by a session since stopped) kept its own: then set the property and reload."""
+        system = jvm(spark).java.lang.System
+        if system.getProperty(KRB5_CONF_PROPERTY) != self.krb5_conf:
+            if self.krb5_conf:
+                system.setProperty(KRB5_CONF_PROPERTY, self.krb5_conf)
+            else:
+                system.clearProperty(KRB5_CONF_PROPERTY)
+            jvm(spark).sun.security.krb5.Config.refresh()  # opened to py4j by Spark's --add-opens defaults
 
     def refresh(self, spark: Any) -> None:
         """Relogin from the keytab when the driver's ticket nears its end; fail precisely when that is impossible."""
@@ -269,32 +333,8 @@ class KerberosLogin:
             reason = diagnose(java_error_text(error), self.principal, self.keytab, self.krb5_conf)
             raise KerberosError(
                 f"the Kerberos ticket of {self.principal} has expired (or is about to) and renewing it from keytab "
-                f"{self.keytab} failed: {reason or _last_line(java_error_text(error))} Nothing was changed by this run."
+                f"{self.keytab} failed: {reason or last_line(java_error_text(error))} Nothing was changed by this run."
             ) from None
-
-    def check_metastore(self, spark: Any, metastore_uri: str) -> None:
-        """First catalog call of the run: fail precisely when the metastore refuses this principal's credentials."""
-        try:
-            spark.catalog.listDatabases()
-        except Exception as error:
-            text = java_error_text(error)
-            service = spark.conf.get("spark.hadoop.hive.metastore.kerberos.principal", "(not set)")
-            if "Peer indicated failure" in text:
-                raise KerberosError(
-                    f"the Hive Metastore at {metastore_uri} refused the Kerberos credentials of {self.principal}: "
-                    f"it does not hold the key of service principal {service} (hive.metastore.kerberos.principal) "
-                    "or does not accept this client. Set spark.hadoop.hive.metastore.kerberos.principal (in "
-                    "spark_submit.extra_conf) to the metastore's own principal, and check its keytab is current."
-                ) from None
-            if "GSS initiate failed" in text:
-                known = diagnose(text, self.principal, self.keytab, self.krb5_conf)
-                raise KerberosError(
-                    f"no Kerberos session could be opened with the Hive Metastore at {metastore_uri} as "
-                    f"{self.principal}: {known or f'no service ticket for {service}.'} Check that service principal "
-                    "(hive.metastore.kerberos.principal, spark_submit.extra_conf) exists in the KDC and that the "
-                    "metastore URI names the host of that principal."
-                ) from None
-            raise
 
     def close(self) -> None:
         """Delete the private credential cache and restore the environment."""

@@ -66,6 +66,16 @@ def java_messages(error: BaseException) -> list[str]:
     return lines
 
 
+def java_classes(error: BaseException) -> list[str]:
+    """Class names of the Java exception behind `error` and of each of its causes, outermost first."""
+    names = []
+    cause = java_exception(error)
+    while cause is not None and len(names) < 20:
+        names.append(str(cause.getClass().getName()))
+        cause = cause.getCause()
+    return names
+
+
 def is_java_error(error: BaseException, class_name: str) -> bool:
     """True when `error` wraps a Java exception of this simple class name, or has one among its causes (a Hadoop
     `RemoteException(org.apache...FileAlreadyExistsException): ...` counts as the class it carries)."""

@@ -11,8 +11,9 @@ from pydantic import Field, PrivateAttr
 
 from spark_resources.errors import MetastoreError
 from spark_resources.kerberos import KerberosError, KerberosLogin
+from spark_resources.kerberos_metastore import check_metastore
 from spark_resources.metastore import parse_thrift_uri, port_is_open
-from spark_resources.session import hive_spark_conf, start_spark_session
+from spark_resources.session import hive_spark_conf, running_session_conf, start_spark_session
 from spark_resources.settings import SparkSubmitSettings
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class HiveSparkResource(LazyPySparkResource):
     krb5_conf: str | None = Field(default=None, description="krb5.conf to use; default spark_submit.krb5_conf.")
     stop_at_teardown: bool = Field(default=True, description="Stop the Spark session when the run ends.")
     _kerberos: KerberosLogin | None = PrivateAttr(default=None)
+    _owns_session: bool = PrivateAttr(default=False)
     _run_log: Any = PrivateAttr(default=None)
 
     def settings(self) -> SparkSubmitSettings:
@@ -96,21 +98,28 @@ class HiveSparkResource(LazyPySparkResource):
         if self._spark_session is not None:
             return
         login = self.kerberos_login()
+        running = running_session_conf()
+        self._owns_session = running is None  # never stop at teardown a session someone else started
         if login is None:
             self._spark_session = self._start_session()
             return
+        if running is not None:
+            login.check_running_session(running)
         login.login()
         spark = None
         try:
             spark = self._start_session()
             login.login_jvm(spark)
-            login.check_metastore(spark, self.metastore_uri)
+            check_metastore(login, spark, self.metastore_uri)
         except BaseException:
-            if spark is not None:
+            if spark is not None and self._owns_session:
                 spark.stop()
             login.close()
             raise
-        log.info("Kerberos: logged in as %s from keytab %s (private credential cache)", login.principal, login.keytab)
+        (self._run_log or log).info(
+            f"Kerberos: logged in as {login.principal} from keytab {login.keytab} (private credential cache), "
+            f"Kerberos configuration {login.krb5_conf_shown}"
+        )
         self._spark_session, self._kerberos = spark, login
 
     @property
@@ -123,7 +132,8 @@ class HiveSparkResource(LazyPySparkResource):
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._spark_session is not None and self.stop_at_teardown:
-            self._spark_session.stop()
+            if self._owns_session:
+                self._spark_session.stop()
             self._spark_session = None
         if self._kerberos is not None and self._spark_session is None:
             self._kerberos.close()

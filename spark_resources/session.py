@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf
@@ -51,6 +52,13 @@ def start_spark_session(conf: dict[str, str]) -> SparkSession:
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKEKEEPER_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+def running_session_conf() -> dict[str, str] | None:
+    """The Spark conf of the SparkContext already running in this process (`getOrCreate` returns a session on it,
+    whatever conf it is given), or None when there is none."""
+    context = SparkContext._active_spark_context
+    return dict(context.getConf().getAll()) if context is not None else None
 
 
 def local_hive_conf(
