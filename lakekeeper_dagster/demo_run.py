@@ -11,7 +11,7 @@ from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.instance_settings import install_instance_settings
 from lakekeeper_dagster.managed import check_metastore
-from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION, OBSERVE_JOB
+from lakekeeper_dagster.observations import BACKLOG, OBSERVE_JOB, is_summary
 from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
 from spark_resources.session import start_spark_session
 
@@ -19,20 +19,16 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _observe(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, tuple[int, int, int]]:
-    """Run the observation job; per table: (units, data files, units needing compaction)."""
+    """Run the observation job; per table, from its summary: (units, data files, units needing compaction)."""
     result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, run_config=QUIET)
     totals: dict[str, tuple[int, int, int]] = {}
     for event in result.all_events:
         if event.event_type == dg.DagsterEventType.ASSET_OBSERVATION:
             observation = event.event_specific_data.asset_observation
-            name = observation.asset_key.to_user_string()
-            units, files, needing = totals.get(name, (0, 0, 0))
             metadata = observation.metadata
-            totals[name] = (
-                units + 1,
-                files + metadata[FILE_COUNT].value,
-                needing + bool(metadata[NEEDS_COMPACTION].value),
-            )
+            if is_summary(metadata):
+                figures = (metadata["partitions"].value, metadata["files"].value, metadata[BACKLOG].value)
+                totals[observation.asset_key.to_user_string()] = figures
     return totals
 
 

@@ -1,8 +1,34 @@
-"""The observation job: each partition's file count and sizes recorded over time as asset observations."""
+"""The observation job: a partition's file count and sizes recorded when they change, and one summary per table each
+run (its partitions, files, small files, backlog and bytes, numeric: the UI plots them over time).
+
+What was recorded last is a *fingerprint* per table in the instance's key-value store (`run_storage` cursor values,
+the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
+[files, bytes, small files, needs compaction]. One read for every table at the start of a run and one write at its
+end, instead of the event log's newest observation of each partition (17,520 records a table to read and
+deserialize each run at the estate). It never claims more than the event log holds:
+
+- it is written only after every observation of the run was yielded (Dagster stores an event before the op
+  resumes), so a run that fails or dies before the end leaves the previous fingerprint, and the next run records
+  every partition that changed since then again (a duplicate observation at worst, never a missed one);
+- a run that overlapped another run of this job does not write it (which run's observation of a partition is the
+  newest in the event log is then unknown); the next run compares with the older fingerprint and records again;
+- a fingerprint is ignored when the instance holds no event of the table's asset (wiped), so every partition is
+  recorded again.
+
+A partition that does not change is not observed again: `file_count_sensor` re-requests a failed compaction from the
+failed run itself, not from a new observation. Registrations by `hive_partitions_sensor` are not in the fingerprint
+(a sensor's events are stored after it returns): the next run records those partitions once more.
+An unpartitioned table is one unit like a partition: its observation (no partition) when its figures change, and
+its summary (`partitions: 1`) every run.
+"""
+
+import json
+from datetime import datetime, timezone
 
 import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
+from lakekeeper_dagster.engine.faults import fail_point
 from lakekeeper_dagster.engine.fs.listing import list_directories
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.analyze import plan_listed
@@ -16,6 +42,11 @@ from spark_resources.resource import HiveSparkResource
 OBSERVE_JOB = "observe_partitions_job"
 FILE_COUNT = "file_count"
 NEEDS_COMPACTION = "needs_compaction"
+KIND = "lakekeeper/kind"
+SUMMARY = "summary"  # KIND of a table's summary observation
+BACKLOG = "backlog"
+FINGERPRINT_KEY = "lakekeeper/observed/"  # + the asset key: the table's fingerprint in the key-value store
+EXECUTING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
 def observation_metadata(plan: UnitPlan) -> dict:
@@ -36,14 +67,58 @@ def observation_metadata(plan: UnitPlan) -> dict:
     }
 
 
+def summary_metadata(plans: list[UnitPlan]) -> dict:
+    """A table's figures in one observation: its units, files, small files, units needing compaction, bytes."""
+    return {
+        "partitions": len(plans),
+        "files": sum(p.file_count for p in plans),
+        "small_files": sum(p.small_files for p in plans),
+        BACKLOG: sum(p.needs_compaction for p in plans),
+        "bytes": sum(p.total_bytes for p in plans),
+        KIND: SUMMARY,
+    }
+
+
+def is_summary(metadata: dict) -> bool:
+    """Whether an observation's metadata is a table's summary (not a unit's figures)."""
+    return KIND in metadata and metadata[KIND].value == SUMMARY
+
+
+def fingerprint(plan: UnitPlan) -> list:
+    """What makes a unit's observation worth recording again when it differs: figures and the plan's decision (a
+    changed threshold changes the decision without changing the files)."""
+    return [plan.file_count, plan.total_bytes, plan.small_files, plan.needs_compaction]
+
+
+def read_fingerprints(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[dg.AssetKey, dict[str, list]]:
+    """The fingerprint last written for each asset (unit name, "" for an unpartitioned table -> figures); none for an
+    asset the instance holds no event of."""
+    known = {record.asset_entry.asset_key for record in instance.get_asset_records(keys)}
+    names = {FINGERPRINT_KEY + key.to_user_string(): key for key in keys if key in known}
+    stored = instance.run_storage.get_cursor_values(set(names))
+    return {names[name]: json.loads(value) for name, value in stored.items()}
+
+
+def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The other runs of the observation job executing now or finished since this run started."""
+    record = instance.get_run_record_by_id(run_id)
+    started = record.start_time if record and record.start_time else 0.0
+    since = datetime.fromtimestamp(started, tz=timezone.utc)
+    runs = instance.get_run_records(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=EXECUTING))
+    runs += instance.get_run_records(dg.RunsFilter(job_name=OBSERVE_JOB, updated_after=since))
+    return sorted({r.dagster_run.run_id for r in runs} - {run_id})
+
+
 def build_observe_job(
     settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
 ) -> dg.JobDefinition:
-    """One op: sync dynamic partitions, list every managed unit in one Spark job, log one observation per unit."""
+    """One op: sync dynamic partitions, list every managed unit in one Spark job, record what changed and a summary."""
 
     @dg.op(out={})
     def observe_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource):
-        """Record each partition's (or unpartitioned table's) data file count, bytes, average and median size."""
+        """Record each partition's (or unpartitioned table's) data file count, bytes, average and median size when
+        they changed, and each table's summary."""
+        instance = context.instance
         with engine_failures():
             session = spark.spark_session
             units = current_units(session, tables, context.log.warning)
@@ -51,7 +126,7 @@ def build_observe_job(
         for info in observed:
             if info.is_partitioned:
                 hive = [unit.partition for unit in units[info.qualified_name]]
-                added, removed = sync_partitions(context.instance, translator.partitions_def_name(info), hive)
+                added, removed = sync_partitions(instance, translator.partitions_def_name(info), hive)
                 if added or removed:
                     context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
         locations = [unit.location for table in units.values() for unit in table]
@@ -59,21 +134,43 @@ def build_observe_job(
         with engine_failures():
             what = f"observe {len(tables)} table(s)"
             listing = list_directories(session, locations, what, thresholds.min_file_bytes)
+        keys = {info.qualified_name: translator.asset_key(info) for info in observed}
+        last = read_fingerprints(instance, list(keys.values()))
+        written: dict[str, str] = {}
         for info in observed:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
-            key = translator.asset_key(info)
+            key = keys[info.qualified_name]
+            before, now, changed = last.get(key, {}), {}, 0
             for plan in plans:
-                yield dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=observation_metadata(plan))
+                now[plan.partition or ""] = figures = fingerprint(plan)
+                if before.get(plan.partition or "") != figures:
+                    changed += 1
+                    yield dg.AssetObservation(
+                        asset_key=key, partition=plan.partition, metadata=observation_metadata(plan)
+                    )
+            summary = summary_metadata(plans)
+            yield dg.AssetObservation(asset_key=key, metadata=summary)
+            written[FINGERPRINT_KEY + key.to_user_string()] = json.dumps(now, separators=(",", ":"))
             missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]
             context.log.info(
-                f"{info.qualified_name}: {len(plans)} unit(s) observed, {sum(p.needs_compaction for p in plans)} "
-                f"need compaction, {sum(p.file_count for p in plans)} data files"
+                f"{info.qualified_name}: {len(plans)} unit(s) listed, {changed} changed and recorded, "
+                f"{summary[BACKLOG]} need compaction, {summary['files']} data files"
                 + (f"; location missing for {len(missing)}: {', '.join(missing[:5])}" if missing else "")
             )
+        fail_point("observations_recorded")
+        others = overlapping_runs(instance, context.run_id)
+        if others:
+            context.log.warning(
+                f"another observation run overlapped this one ({', '.join(r[:8] for r in others)}): what was "
+                "recorded is not kept as the last figures, the next run compares with the previous ones"
+            )
+        else:
+            instance.run_storage.set_cursor_values(written)
 
     @dg.job(
         name=OBSERVE_JOB,
-        description="Record every managed partition's file count and sizes (asset observations); new Hive "
+        description="Record the file count and sizes of every managed partition that changed since the last run "
+        "(asset observations) and one summary per table (partitions, files, small files, backlog, bytes); new Hive "
         "partitions become dynamic partitions and vanished ones are removed.",
     )
     def observe_partitions_job() -> None:

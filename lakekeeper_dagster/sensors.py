@@ -1,9 +1,12 @@
-"""file_count_sensor: compaction requested for the partitions whose newest observation crosses the thresholds."""
+"""file_count_sensor: compaction requested for the partitions whose newest observation crosses the thresholds, and
+again for those whose compaction the sensor requested failed (a partition that does not change is not observed
+again, so the failed run, not a new observation, brings it back)."""
 
+import hashlib
 import json
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import dagster as dg
@@ -11,13 +14,15 @@ import dagster as dg
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.requests import Observed, RunPlan, TableState, plan_tick
-from lakekeeper_dagster.observations import FILE_COUNT, NEEDS_COMPACTION
+from lakekeeper_dagster.observations import BACKLOG, FILE_COUNT, NEEDS_COMPACTION, is_summary
 from lakekeeper_dagster.translator import HiveTableTranslator
 
 SENSOR_NAME = "file_count_sensor"
 TABLE_TAG = "lakekeeper/table"
 EXAMPLES = 5
 FETCH_PAGE = 10_000  # the most records the event log returns at once
+RETRIED = "retried:"  # a cursor key: + the id of a failed run whose units were requested again (value: its end)
+RETRY_WINDOW_SECONDS = 7 * 24 * 3600  # a failed run older than this (plus the back-off) is not requested again
 
 # Dagster's system tags of a partitioned run: documented, but not exported by dagster 1.13, so named here once;
 # test_dagster checks them against the tags of a real one-partition run and a real range run.
@@ -35,6 +40,7 @@ NOT_FINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
 ]
+NOT_COMPACTED = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 
 
 def run_units(
@@ -76,7 +82,7 @@ def _observations(records) -> list[Observed]:
     observed = []
     for record in records:
         metadata = record.asset_observation.metadata if record.asset_observation else {}
-        if FILE_COUNT in metadata and NEEDS_COMPACTION in metadata:
+        if FILE_COUNT in metadata and NEEDS_COMPACTION in metadata and not is_summary(metadata):
             observed.append(
                 Observed(
                     record.partition_key,
@@ -86,6 +92,19 @@ def _observations(records) -> list[Observed]:
                 )
             )
     return observed
+
+
+def _newest_to_read(instance: dg.DagsterInstance, key: dg.AssetKey, after: int | None) -> tuple[int | None, bool]:
+    """(the newest observation's storage id after `after`, whether the records after `after` must be read): not when
+    the only new record is the table's summary, or the newest is a summary with no backlog (nothing to compact)."""
+    newest = instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=key, after_storage_id=after), limit=2, ascending=False
+    ).records
+    if not newest:
+        return None, False
+    metadata = newest[0].asset_observation.metadata if newest[0].asset_observation else {}
+    done = is_summary(metadata) and (len(newest) == 1 or metadata[BACKLOG].value == 0)
+    return newest[0].storage_id, not done
 
 
 def _new_observations(instance: dg.DagsterInstance, key: dg.AssetKey, after: int | None, limit: int) -> list:
@@ -103,13 +122,15 @@ def _new_observations(instance: dg.DagsterInstance, key: dg.AssetKey, after: int
     return records
 
 
-def run_request(run: RunPlan, info: TableInfo, translator: HiveTableTranslator) -> dg.RunRequest:
+def run_request(
+    run: RunPlan, info: TableInfo, translator: HiveTableTranslator, run_key: str | None = None
+) -> dg.RunRequest:
     """One run of the table's compaction job over the planned partitions (one Spark session for all of them)."""
     key = translator.asset_key(info)
     job_name = translator.job_name(info)
     tags = {TABLE_TAG: info.qualified_name}
     partitions = [p for p in run.partitions if p is not None]
-    run_key = f"{info.qualified_name}:{len(partitions)}:{run.last_storage_id}"
+    run_key = run_key or f"{info.qualified_name}:{len(partitions)}:{run.last_storage_id}"
     if not partitions:
         return dg.RunRequest(run_key=run_key, job_name=job_name, asset_selection=[key], tags=tags)
     if len(partitions) > 1:
@@ -138,6 +159,86 @@ def execute_request(
     )
 
 
+def _order(instance: dg.DagsterInstance, info: TableInfo, translator: HiveTableTranslator) -> list[str]:
+    """The table's partitions in their Dagster order (none for an unpartitioned table)."""
+    return instance.get_dynamic_partitions(translator.partitions_def_name(info)) if info.is_partitioned else []
+
+
+def _last_outcomes(
+    runs: list[dg.DagsterRun], info: TableInfo, order: list[str], translator: HiveTableTranslator
+) -> dict[str | None, dg.DagsterRun]:
+    """Each unit's newest run among finished `runs` (newest first)."""
+    last: dict[str | None, dg.DagsterRun] = {}
+    for run in runs:
+        for unit in run_units(run, info, order, translator):
+            last.setdefault(unit, run)
+    return last
+
+
+def _failed_to_retry(
+    instance: dg.DagsterInstance,
+    tables: list[TableInfo],
+    translator: HiveTableTranslator,
+    cursor: dict,
+    now: float,
+    backoff: int,
+) -> tuple[dict[str, dict[str | None, dg.DagsterRun]], dict[str, int]]:
+    """Per table, the units to request again, each with its failed run: runs the sensor requested (they carry its
+    table tag) that failed or were cancelled more than `backoff` s ago, not requested again yet (the cursor marks
+    them), and still each unit's last run; and the marks ({cursor key: end}) of those failed runs."""
+    ended = instance.get_run_records(
+        dg.RunsFilter(
+            statuses=NOT_COMPACTED,
+            updated_after=datetime.fromtimestamp(now - backoff - RETRY_WINDOW_SECONDS, tz=timezone.utc),
+            updated_before=datetime.fromtimestamp(now - backoff, tz=timezone.utc),
+        )
+    )
+    due = {
+        r.dagster_run.run_id: r
+        for r in ended
+        if TABLE_TAG in r.dagster_run.tags and RETRIED + r.dagster_run.run_id not in cursor
+    }
+    if not due:
+        return {}, {}
+    oldest = min(r.update_timestamp for r in due.values()) - timedelta(seconds=1)
+    since = [r.dagster_run for r in instance.get_run_records(dg.RunsFilter(statuses=FINISHED, updated_after=oldest))]
+    by_name = {t.qualified_name: t for t in tables}
+    retries = {}
+    for name, runs in _runs_by_table(since, tables, translator).items():
+        info = by_name[name]
+        order = _order(instance, info, translator)
+        last = _last_outcomes(runs, info, order, translator)
+        units = {u: run for u, run in last.items() if run.run_id in due and (u is None or u in order)}
+        if units:
+            retries[name] = units
+    return retries, {RETRIED + run_id: int(r.update_timestamp.timestamp()) for run_id, r in due.items()}
+
+
+def _retry_runs(
+    retries: dict[str, dict[str | None, dg.DagsterRun]],
+    busy: dict[str, set],
+    orders: dict[str, list[str]],
+    room: int,
+    per_run: int,
+) -> tuple[list[tuple[RunPlan, str]], set[str]]:
+    """Runs over the units to request again (none being compacted or requested this tick: `busy`), at most `room`,
+    with their run keys (from the failed runs and the units: the daemon launches one run per key); and the tables
+    left for a later tick."""
+    runs, deferred = [], set()
+    for name, units in sorted(retries.items()):
+        position = {p: i for i, p in enumerate(orders.get(name, []))}
+        wanted = sorted((u for u in units if u not in busy.get(name, set())), key=lambda u: position.get(u, -1))
+        for start in range(0, len(wanted), per_run):
+            chunk = tuple(wanted[start : start + per_run])
+            if len(runs) >= room:
+                deferred.add(name)
+                break
+            failed = sorted({units[u].run_id for u in chunk})
+            digest = hashlib.sha256(json.dumps([failed, chunk]).encode()).hexdigest()[:16]
+            runs.append((RunPlan(name, chunk, 0), f"{name}:{len(chunk)}:retry-{digest}"))
+    return runs, deferred
+
+
 def _named(units: Sequence[str | None]) -> str:
     names = [u or "(table)" for u in units]
     return ", ".join(names[:EXAMPLES]) + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")
@@ -158,55 +259,69 @@ def build_file_count_sensor(
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Requests compaction of the partitions whose newest observed file count is at least "
         "min_files and whose files are small by the plan's rule; skips partitions already being compacted, backs "
-        "off partitions whose last compaction failed, and groups a table's partitions into few runs.",
+        "off partitions whose last compaction failed and requests them again after the back-off, and groups a "
+        "table's partitions into few runs.",
     )
     def file_count_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         instance = context.instance
         cursor = {k: int(v) for k, v in json.loads(context.cursor or "{}").items()}
+        now, backoff = time.time(), thresholds.failure_backoff_seconds
         active = _runs_by_table(list(instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED))), tables, translator)
-        cutoff = datetime.fromtimestamp(time.time() - thresholds.failure_backoff_seconds, tz=timezone.utc)
+        cutoff = datetime.fromtimestamp(now - backoff, tz=timezone.utc)
         finished = _runs_by_table(
             list(instance.get_runs(dg.RunsFilter(statuses=FINISHED, updated_after=cutoff))), tables, translator
         )
+        retries, marks = _failed_to_retry(instance, tables, translator, cursor, now, backoff)
+        orders: dict[str, list[str]] = {}
+        in_flight: dict[str, set[str | None]] = {}
+        failures: dict[str, dict[str | None, dg.DagsterRun]] = {}
+        for name in set(active) | set(finished) | set(retries):
+            info = by_name[name]
+            orders[name] = order = _order(instance, info, translator)
+            in_flight[name] = set().union(*[run_units(r, info, order, translator) for r in active.get(name, [])])
+            last_outcome = _last_outcomes(finished.get(name, []), info, order, translator)
+            failures[name] = {u: r for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.FAILURE}
         budget = thresholds.max_observations_per_tick
         states = []
-        failures: dict[str, dict[str | None, dg.DagsterRun]] = {}
         for name, info in by_name.items():
             if budget <= 0:
                 break
-            records = _new_observations(instance, translator.asset_key(info), cursor.get(name), budget)
-            if not records:
+            key = translator.asset_key(info)
+            newest, to_read = _newest_to_read(instance, key, cursor.get(name))
+            if newest is None:
                 continue
+            records = _new_observations(instance, key, cursor.get(name), budget) if to_read else []
             budget -= len(records)
-            order = instance.get_dynamic_partitions(translator.partitions_def_name(info)) if info.is_partitioned else []
-            in_flight = set().union(*[run_units(r, info, order, translator) for r in active.get(name, [])])
-            last_outcome: dict[str | None, dg.DagsterRun] = {}
-            for run in finished.get(name, []):  # newest first: the first run seen per unit is its last outcome
-                for unit in run_units(run, info, order, translator):
-                    last_outcome.setdefault(unit, run)
-            failed = {u: r for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.FAILURE}
-            failures[name] = failed
+            if name not in orders:
+                orders[name] = _order(instance, info, translator)
             states.append(
                 TableState(
                     table=name,
                     observations=_observations(records),
-                    partition_order=order,
+                    partition_order=orders[name],
                     min_files=settings.min_files_for(info.database, info.name),
-                    in_flight=in_flight,
-                    backed_off=set(failed),
-                    read_up_to=records[-1].storage_id,
+                    in_flight=in_flight.get(name, set()),
+                    backed_off=set(failures.get(name, {})),
+                    read_up_to=records[-1].storage_id if records else newest,
                 )
             )
         plan = plan_tick(states, cursor, thresholds.max_runs_per_tick, thresholds.max_partitions_per_run)
+        busy = {name: set(units) for name, units in in_flight.items()}
+        for run in plan.runs:
+            busy.setdefault(run.table, set()).update(run.partitions)
+        room = thresholds.max_runs_per_tick - len(plan.runs)
+        retried, deferred = _retry_runs(retries, busy, orders, room, thresholds.max_partitions_per_run)
         for name, units in plan.in_flight.items():
             context.log.info(f"{name}: already being compacted or requested, not requested again: {_named(units)}")
-        for name, units in plan.backed_off.items():
-            runs = sorted({failures[name][unit].run_id[:8] for unit in units})
-            context.log.info(
-                f"{name}: backing off {len(units)} partition(s) whose last compaction failed less than "
-                f"{thresholds.failure_backoff_seconds} s ago (run {', '.join(runs)}): {_named(units)}; "
-                "see the failed run, then wait or change sensor.failure_backoff_seconds"
-            )
+        for name, failed in sorted(failures.items()):
+            if failed:
+                runs = sorted({r.run_id[:8] for r in failed.values()})
+                context.log.info(
+                    f"{name}: backing off {len(failed)} partition(s) whose last compaction failed less than "
+                    f"{backoff} s ago (run {', '.join(runs)}): {_named(sorted(failed, key=lambda u: u or ''))}; "
+                    "requested again once the back-off is over: see the failed run, then wait or change "
+                    "sensor.failure_backoff_seconds"
+                )
         for name, left in plan.deferred.items():
             context.log.info(f"{name}: {left} partition(s) left for the next tick (sensor.max_runs_per_tick)")
         requests = [run_request(run, by_name[run.table], translator) for run in plan.runs]
@@ -214,9 +329,23 @@ def build_file_count_sensor(
             context.log.info(
                 f"{run.table}: requesting compaction of {len(run.partitions)} unit(s): {_named(run.partitions)}"
             )
-        new_cursor = json.dumps(plan.cursor, sort_keys=True)
+        for run, run_key in retried:
+            failed = sorted({retries[run.table][u].run_id[:8] for u in run.partitions})
+            context.log.info(
+                f"{run.table}: requesting again {len(run.partitions)} unit(s) whose last compaction (run "
+                f"{', '.join(failed)}) failed or was cancelled more than {backoff} s ago: {_named(run.partitions)}"
+            )
+            requests.append(run_request(run, by_name[run.table], translator, run_key))
+        waiting = {RETRIED + r.run_id for name in deferred for r in retries[name].values()}
+        horizon = now - backoff - RETRY_WINDOW_SECONDS
+        new_cursor = {
+            k: v
+            for k, v in {**plan.cursor, **marks}.items()
+            if k not in waiting and not (k.startswith(RETRIED) and v < horizon)
+        }
+        cursor_text = json.dumps(new_cursor, sort_keys=True)
         if not requests:
-            return dg.SensorResult(skip_reason="no new observation over the thresholds", cursor=new_cursor)
-        return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+            return dg.SensorResult(skip_reason="no new observation over the thresholds", cursor=cursor_text)
+        return dg.SensorResult(run_requests=requests, cursor=cursor_text)
 
     return file_count_sensor

@@ -9,6 +9,7 @@ import pytest
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.engine.hive.model import partition_clause
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG, execute_request
 from lakekeeper_dagster_tests.engine.test_keep_large import P1, P2, identity, mixed_table
@@ -42,21 +43,32 @@ def definitions(spark, metastore, database, **settings):
     return build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
 
 
-def observations_of(result: dg.ExecuteInProcessResult) -> dict:
+def observations_of(result: dg.ExecuteInProcessResult, summaries: bool = False) -> dict:
+    """The run's observations by (table, partition): the units' figures, or (`summaries`) the tables' summaries."""
     found = {}
     for event in result.all_events:
         if event.event_type == dg.DagsterEventType.ASSET_OBSERVATION:
             observation = event.event_specific_data.asset_observation
-            found[(observation.asset_key.path[-1], observation.partition)] = {
-                k: v.value for k, v in observation.metadata.items()
-            }
+            metadata = {k: v.value for k, v in observation.metadata.items()}
+            if (metadata.get("lakekeeper/kind") == "summary") == summaries:
+                found[(observation.asset_key.path[-1], observation.partition)] = metadata
     return found
 
 
-def run_observation(defs, instance) -> dict:
+def run_observation(defs, instance, summaries: bool = False) -> dict:
     result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance)
     assert result.success
-    return observations_of(result)
+    return observations_of(result, summaries)
+
+
+def stored(instance, database: str) -> dict[str, int]:
+    """How many observations the instance holds per table (what the event log grew by)."""
+    return {
+        table: len(
+            instance.fetch_observations(dg.AssetRecordsFilter(asset_key=asset_key(database, table)), 1000).records
+        )
+        for table in ("ev", "flat")
+    }
 
 
 def tick(defs, instance, cursor=None) -> dg.SensorResult:
@@ -85,6 +97,61 @@ def test_observation_job_records_file_counts_and_follows_hive_partitions(spark, 
             dg.AssetRecordsFilter(asset_key=asset_key(database, "ev"), asset_partitions=[NAMES[0]]), limit=5
         ).records
         assert [r.asset_observation.metadata["file_count"].value for r in stored] == [7]
+
+
+def test_a_run_records_only_what_changed_and_a_summary_per_table(spark, metastore, database, tables, monkeypatch):
+    """Run 1 records every unit and one summary per table; a run with nothing changed only the summaries; a file
+    added to one partition, or a new partition, is recorded again; a failed run, or one that overlapped another,
+    does not keep what it saw as the last figures, so the next one records again. Counted in the instance."""
+    defs = definitions(spark, metastore, database)
+    with dg.instance_for_test() as instance:
+        assert sorted(run_observation(defs, instance)) == sorted([("ev", p) for p in NAMES] + [("flat", None)])
+        assert stored(instance, database) == {"ev": 5, "flat": 2}  # 4 partitions + summary; the table + summary
+
+        summaries = run_observation(defs, instance, summaries=True)  # nothing changed: the summaries only
+        assert stored(instance, database) == {"ev": 6, "flat": 3}
+        files = {p: data_files(tables / "ev" / p) for p in NAMES}
+        assert summaries[("ev", None)] == {
+            "partitions": 4,
+            "files": 20,
+            "small_files": 20,
+            "backlog": 4,
+            "bytes": sum(f.stat().st_size for p in NAMES for f in files[p]),
+            "lakekeeper/kind": "summary",
+        }
+        assert (summaries[("flat", None)]["partitions"], summaries[("flat", None)]["files"]) == (1, 5)
+
+        write_files(spark, f"file:{tables / 'ev' / NAMES[1]}", 2000, 10, 1, "parquet")
+        assert sorted(run_observation(defs, instance)) == [("ev", NAMES[1])]
+        assert stored(instance, database) == {"ev": 8, "flat": 4}
+
+        new = {"date": "2024-02-05"}
+        spark.sql(f"ALTER TABLE {database}.ev ADD {partition_clause(new)}")
+        spark.sql(f"REFRESH TABLE {database}.ev")
+        write_files(spark, f"file:{tables / 'ev' / 'date=2024-02-05'}", 3000, 10, 2, "parquet")
+        observed = run_observation(defs, instance)
+        assert (
+            sorted(observed) == [("ev", "date=2024-02-05")] and observed[("ev", "date=2024-02-05")]["file_count"] == 2
+        )
+
+        # A run that fails after recording keeps the previous figures: the next run records the change again.
+        write_files(spark, f"file:{tables / 'ev' / NAMES[3]}", 4000, 10, 1, "parquet")
+        monkeypatch.setenv("LAKEKEEPER_FAULT", "fail@observations_recorded")
+        failed = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, raise_on_error=False)
+        monkeypatch.delenv("LAKEKEEPER_FAULT")
+        assert not failed.success and sorted(observations_of(failed)) == [("ev", NAMES[3])]
+        assert sorted(run_observation(defs, instance)) == [("ev", NAMES[3])]
+        assert run_observation(defs, instance) == {}
+
+        # Another observation run executing meanwhile: this one's figures are not kept either.
+        write_files(spark, f"file:{tables / 'ev' / NAMES[2]}", 5000, 10, 1, "parquet")
+        other = instance.create_run_for_job(job_def=defs.get_job_def(OBSERVE_JOB), status=dg.DagsterRunStatus.STARTED)
+        assert sorted(run_observation(defs, instance)) == [("ev", NAMES[2])]
+        instance.report_run_failed(other)
+        assert sorted(run_observation(defs, instance)) == [("ev", NAMES[2])]
+        assert run_observation(defs, instance) == {}
+        summary = run_observation(defs, instance, summaries=True)[("ev", None)]
+        assert (summary["partitions"], summary["files"]) == (5, 20 + 1 + 2 + 1 + 1)
 
 
 def test_sensor_requests_partitions_over_threshold_once_and_its_cursor_survives_a_restart(
@@ -129,9 +196,8 @@ def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, dat
             status=dg.DagsterRunStatus.NOT_STARTED,
             asset_selection=frozenset(request.asset_selection),
         )
-        run_observation(defs, instance)
         capfd.readouterr()
-        assert tick(defs, instance, first.cursor).run_requests == []
+        assert tick(defs, instance).run_requests == []  # every observation read again: the partitions are in flight
         log = capfd.readouterr().err
         assert "already being compacted or requested, not requested again: date=2024-02-01, date=2024-02-03" in log
 
@@ -145,18 +211,33 @@ def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, dat
         assert rows_of(spark, f"{database}.ev") == before
         assert len(data_files(tables / "ev" / NAMES[0])) == 7
 
-        run_observation(defs, instance)
+        assert run_observation(defs, instance) == {}  # nothing changed: no partition observed again
         capfd.readouterr()
         assert tick(defs, instance, first.cursor).run_requests == []
         log = capfd.readouterr().err
         assert f"{database}.ev: backing off 2 partition(s) whose last compaction failed" in log
         assert failed.run_id[:8] in log
 
-        # Without a back-off the same partitions are requested again.
+        # Once the back-off is over (none here) the same partitions are requested again, from the failed run: no
+        # new observation. Once only: the cursor remembers the failed run was requested again.
         again = definitions(spark, metastore, database, failure_backoff_seconds=0)
-        run_observation(again, instance)
-        (retry,) = tick(again, instance, first.cursor).run_requests
+        observations = stored(instance, database)
+        retry_tick = tick(again, instance, first.cursor)
+        (retry,) = retry_tick.run_requests
         assert retry.run_config["ops"][f"hive__{database}__ev"]["config"]["partitions"] == [NAMES[0], NAMES[2]]
+        assert retry.tags[TABLE_TAG] == f"{database}.ev" and stored(instance, database) == observations
+        assert tick(again, instance, retry_tick.cursor).run_requests == []
+
+        # The retry fails too: requested again after it; once it succeeds, nothing more.
+        monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-staged-file")
+        assert not execute_request(again, instance, retry).success
+        monkeypatch.delenv("LAKEKEEPER_FAULT")
+        (second,) = tick(again, instance, retry_tick.cursor).run_requests
+        assert second.run_key != retry.run_key
+        assert execute_request(again, instance, second).success
+        assert [len(data_files(tables / "ev" / p)) for p in NAMES] == [1, 3, 1, 3]
+        assert rows_of(spark, f"{database}.ev") == before
+        assert tick(again, instance, retry_tick.cursor).run_requests == []
 
 
 def test_observe_sensor_compact_observe_again(spark, metastore, database, tables):
@@ -177,8 +258,9 @@ def test_observe_sensor_compact_observe_again(spark, metastore, database, tables
         assert launched == [NAMES[0], NAMES[2]]
         assert [len(data_files(tables / "ev" / p)) for p in NAMES] == [1, 3, 1, 3]
         assert rows_of(spark, f"{database}.ev") == before
-        observed = run_observation(defs, instance)
-        assert [observed[("ev", p)]["file_count"] for p in NAMES] == [1, 3, 1, 3]
+        observed = run_observation(defs, instance)  # the compacted partitions only: the others did not change
+        assert sorted(observed) == [("ev", NAMES[0]), ("ev", NAMES[2])]
+        assert [observed[("ev", p)]["file_count"] for p in (NAMES[0], NAMES[2])] == [1, 1]
         assert observed[("ev", NAMES[0])]["needs_compaction"] is False
         assert tick(defs, instance, cursor).run_requests == []
 
