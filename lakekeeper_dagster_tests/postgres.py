@@ -36,7 +36,15 @@ class PostgresServer:
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}"
+        return self.url_of(DATABASE)
+
+    def url_of(self, database: str) -> str:
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{database}"  # the driver dagster-postgres has
+
+    def create_database(self, database: str) -> str:
+        """A new empty database on this server (one Dagster instance each); returns its URL."""
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", database)
+        return self.url_of(database)
 
     def _run(self, *args: str) -> None:
         command = [str(self.bin / args[0]), *args[1:]]
@@ -52,7 +60,7 @@ class PostgresServer:
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         options = f"-h 127.0.0.1 -p {self.port} -k {self.home} -c fsync=off -c synchronous_commit=off"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.home / "server.log"), "-w", "start")
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", DATABASE)
+        self.create_database(DATABASE)
         return self
 
     def stop(self) -> None:

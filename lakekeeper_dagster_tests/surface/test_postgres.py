@@ -1,0 +1,206 @@
+"""The Dagster surface on a production instance: the project's instance settings installed with DAGSTER_POSTGRES_URL
+set (dagster-postgres storage, run monitoring), on a real PostgreSQL server (Debian `postgresql`, started by the test
+session in a temp directory), real Spark, a real metastore and real files.
+
+Without a PostgreSQL server the tests are skipped; `LAKEKEEPER_REQUIRE_POSTGRES=1` (CI) makes that a failure."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from lakekeeper_dagster.config import parse_config
+from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.instance_settings import POSTGRES_URL_ENV, install_instance_settings
+from lakekeeper_dagster.observations import OBSERVE_JOB
+from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG, execute_request
+from lakekeeper_dagster_tests.postgres import PostgresServer
+from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
+from lakekeeper_dagster_tests.surface.test_run_queue import (
+    all_finished,
+    check_second_run_waits_queued_until_the_first_ends,
+    queue_probe_runs,
+    start_daemon,
+    stop,
+    tail,
+    trace,
+    watch,
+)
+from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of
+
+REQUIRE = "LAKEKEEPER_REQUIRE_POSTGRES"  # =1 (CI): no PostgreSQL server fails instead of skipping
+NAMES = [f"date={d['date']}" for d in DATES]
+_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> PostgresServer:
+    """One PostgreSQL server for the test session (a database per test)."""
+    try:
+        server = PostgresServer()
+    except RuntimeError as error:  # no server installed
+        if os.environ.get(REQUIRE) == "1":
+            pytest.fail(f"{REQUIRE}=1 but {error}", pytrace=False)
+        pytest.skip(str(error))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_home(postgres, tmp_path, monkeypatch) -> Path:
+    """A DAGSTER_HOME with the project's instance settings installed as `make ui` installs them with
+    DAGSTER_POSTGRES_URL set, on a new database."""
+    monkeypatch.setenv(POSTGRES_URL_ENV, postgres.create_database(f"dagster_{next(_databases)}"))
+    home = tmp_path / "dagster_home"
+    assert "storage PostgreSQL" in install_instance_settings(home)
+    return home
+
+
+def test_instance_settings_with_a_postgres_url_give_a_postgres_instance_with_run_monitoring(
+    pg_home, tmp_path, monkeypatch
+):
+    settings = (pg_home / "dagster.yaml").read_text()
+    assert os.environ[POSTGRES_URL_ENV] not in settings  # the URL (a password) stays in the environment
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        storages = {type(s).__name__ for s in (instance.run_storage, instance.event_log_storage)}
+        assert storages == {"PostgresRunStorage", "PostgresEventLogStorage"}
+        assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        pools = instance.get_concurrency_config().pool_config
+        assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_max_resume_run_attempts == 0  # what the default run launcher requires
+        assert instance.run_monitoring_max_runtime_seconds == 86400
+    assert "the project's instance settings, storage PostgreSQL" in install_instance_settings(pg_home)
+
+    # The other storage's settings are never overwritten, and never silently opened instead.
+    monkeypatch.delenv(POSTGRES_URL_ENV)
+    with pytest.raises(ConfigError, match=f"{pg_home / 'dagster.yaml'} stores the Dagster instance in PostgreSQL"):
+        install_instance_settings(pg_home)
+    sqlite_home = tmp_path / "sqlite_home"
+    assert "storage SQLite" in install_instance_settings(sqlite_home)
+    monkeypatch.setenv(POSTGRES_URL_ENV, "postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    with pytest.raises(ConfigError, match=f"{POSTGRES_URL_ENV} is set: unset it to open that instance"):
+        install_instance_settings(sqlite_home)
+    assert (pg_home / "dagster.yaml").read_text() == settings
+    assert "storage" not in yaml.safe_load((sqlite_home / "dagster.yaml").read_text())
+
+    # A URL with no driver would fail at the first connection with "No module named 'psycopg'" (SQLAlchemy 2.1).
+    monkeypatch.setenv(POSTGRES_URL_ENV, "postgresql://nobody@127.0.0.1:1/none")
+    new_home = tmp_path / "new_home"
+    with pytest.raises(ConfigError, match=r"starts with postgresql, not postgresql\+psycopg2://"):
+        install_instance_settings(new_home)
+    assert not new_home.exists()
+
+
+def test_observe_sensor_compact_and_observe_again_on_postgres(spark, metastore, database, data_dir, pg_home):
+    """The auto-compaction flow with every record (observations, cursor-paged reads, runs, checks) in PostgreSQL."""
+    make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=4)
+    make_table(spark, database, "flat", data_dir / "flat", files=5)
+    before = {name: rows_of(spark, f"{database}.{name}") for name in ("ev", "flat")}
+    config = parse_config(
+        {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "sensor": {"min_files": 3}}, "t"
+    )
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    sensor = defs.get_sensor_def(SENSOR_NAME)
+
+    def tick(instance, cursor):
+        return sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        assert defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance).success
+        assert instance.get_dynamic_partitions(partitions_def_name(database, "ev")) == NAMES
+        stored = instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=asset_key(database, "ev"), asset_partitions=[NAMES[0]]), limit=5
+        ).records
+        assert [r.asset_observation.metadata["file_count"].value for r in stored] == [4]
+
+        first = tick(instance, None)
+        requests = sorted(first.run_requests, key=lambda r: r.tags[TABLE_TAG])
+        assert [r.tags[TABLE_TAG] for r in requests] == [f"{database}.ev", f"{database}.flat"]
+        for request in requests:
+            assert execute_request(defs, instance, request).success
+        runs = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
+        assert {r.job_name for r in runs} >= {job_name(database, "ev"), job_name(database, "flat")}
+        materialized = instance.fetch_materializations(asset_key(database, "ev"), limit=10).records
+        assert {r.partition_key for r in materialized if r.run_id} == set(NAMES)
+
+        assert [len(data_files(data_dir / "ev" / name)) for name in NAMES] == [1, 1]
+        assert len(data_files(data_dir / "flat")) == 1
+        assert {name: rows_of(spark, f"{database}.{name}") for name in ("ev", "flat")} == before
+        assert len(before["ev"]) == 400 and len(before["flat"]) == 200
+
+        assert defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance).success
+        assert tick(instance, first.cursor).run_requests == []  # compacted: nothing more to request
+
+
+@pytest.mark.slow
+def test_second_run_of_a_table_waits_queued_until_the_first_ends_on_postgres(pg_home, tmp_path):
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        check_second_run_waits_queued_until_the_first_ends(instance, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_run_whose_worker_is_killed_fails_and_frees_its_tables_pool(pg_home, tmp_path):
+    """SIGKILL the first run's worker while it is STARTED: its code server marks it failed, the queued second run of
+    the same table starts and succeeds."""
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        killed, waiting = queue_probe_runs(instance, tmp_path, [{"probe/seconds": "600"}, {}])
+        daemon = start_daemon(instance, tmp_path)
+        try:
+            watch(instance, tmp_path, daemon, [killed, waiting], lambda _: bool(trace(tmp_path)))  # its asset runs
+            ((_, run_id, _, worker, _),) = trace(tmp_path)
+            assert run_id == killed and instance.get_run_by_id(killed).status == dg.DagsterRunStatus.STARTED
+            os.kill(int(worker), signal.SIGKILL)
+            history = watch(instance, tmp_path, daemon, [killed, waiting], all_finished)
+        finally:
+            stop(daemon)
+        assert history[-1] == ("FAILURE", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
+        messages = [e.message for e in instance.all_logs(killed)]
+        crash = f"[DagsterApiServer] Run execution process for {killed} was terminated by signal 9 (SIGKILL)."
+        assert any(m.startswith(crash) for m in messages), messages
+        first, second = (instance.get_run_record_by_id(run_id) for run_id in (killed, waiting))
+        assert second.start_time >= first.end_time  # it waited in the queue until the pool was free
+        assert [(e[0], e[1]) for e in trace(tmp_path)] == [("start", killed), ("start", waiting), ("end", waiting)]
+
+
+@pytest.mark.slow
+def test_a_run_whose_daemon_code_server_and_worker_died_fails_at_its_max_runtime_and_frees_the_pool(
+    pg_home, tmp_path
+):
+    """The host's Dagster processes are SIGKILLed (daemon, its code server, the run's worker): nothing is left to
+    notice the dead worker. The restarted daemon's run monitoring fails the run once it is over its
+    `dagster/max_runtime`, and the queued second run of the same table then starts and succeeds."""
+    settings = pg_home / "dagster.yaml"
+    settings.write_text(settings.read_text().replace("poll_interval_seconds: 30", "poll_interval_seconds: 1"))
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        tags = {"probe/seconds": "600", "dagster/max_runtime": "5"}
+        killed, waiting = queue_probe_runs(instance, tmp_path, [tags, {}])
+        daemon = start_daemon(instance, tmp_path)
+        try:
+            watch(instance, tmp_path, daemon, [killed, waiting], lambda _: bool(trace(tmp_path)))  # its asset runs
+            ((_, run_id, _, worker, code_server),) = trace(tmp_path)
+            assert run_id == killed and instance.get_run_by_id(killed).status == dg.DagsterRunStatus.STARTED
+            for pid in (code_server, worker):
+                os.kill(int(pid), signal.SIGKILL)
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait()
+            assert instance.get_run_by_id(killed).status == dg.DagsterRunStatus.STARTED  # as the crash left it
+            daemon = start_daemon(instance, tmp_path)
+            history = watch(instance, tmp_path, daemon, [killed, waiting], all_finished)
+        finally:
+            stop(daemon)
+        assert history[-1] == ("FAILURE", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
+        messages = [e.message for e in instance.all_logs(killed)]
+        assert "Canceling due to exceeding maximum runtime of 5 seconds." in messages, messages
+        first, second = (instance.get_run_record_by_id(run_id) for run_id in (killed, waiting))
+        assert second.start_time >= first.end_time
+        assert [(e[0], e[1]) for e in trace(tmp_path)] == [("start", killed), ("start", waiting), ("end", waiting)]
