@@ -148,59 +148,48 @@ def test_second_run_of_a_table_waits_queued_until_the_first_ends_on_postgres(pg_
         check_second_run_waits_queued_until_the_first_ends(instance, tmp_path)
 
 
-@pytest.mark.slow
-def test_a_run_whose_worker_is_killed_fails_and_frees_its_tables_pool(pg_home, tmp_path):
-    """SIGKILL the first run's worker while it is STARTED: its code server marks it failed, the queued second run of
-    the same table starts and succeeds."""
-    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
-        killed, waiting = queue_probe_runs(instance, tmp_path, [{"probe/seconds": "600"}, {}])
-        daemon = start_daemon(instance, tmp_path)
-        try:
-            watch(instance, tmp_path, daemon, [killed, waiting], lambda _: bool(trace(tmp_path)))  # its asset runs
-            ((_, run_id, _, worker, _),) = trace(tmp_path)
-            assert run_id == killed and instance.get_run_by_id(killed).status == dg.DagsterRunStatus.STARTED
-            os.kill(int(worker), signal.SIGKILL)
-            history = watch(instance, tmp_path, daemon, [killed, waiting], all_finished)
-        finally:
-            stop(daemon)
-        assert history[-1] == ("FAILURE", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
-        messages = [e.message for e in instance.all_logs(killed)]
-        crash = f"[DagsterApiServer] Run execution process for {killed} was terminated by signal 9 (SIGKILL)."
-        assert any(m.startswith(crash) for m in messages), messages
-        first, second = (instance.get_run_record_by_id(run_id) for run_id in (killed, waiting))
-        assert second.start_time >= first.end_time  # it waited in the queue until the pool was free
-        assert [(e[0], e[1]) for e in trace(tmp_path)] == [("start", killed), ("start", waiting), ("end", waiting)]
+def _wait_for_start(instance, tmp_path, daemon, run_ids, count: int) -> list[str]:
+    """Wait until the probe's asset has started in `count` runs; the last one's note (run id, worker pid, ...)."""
+    watch(instance, tmp_path, daemon, run_ids, lambda _: [e[0] for e in trace(tmp_path)].count("start") >= count)
+    return [e for e in trace(tmp_path) if e[0] == "start"][count - 1]
 
 
 @pytest.mark.slow
-def test_a_run_whose_daemon_code_server_and_worker_died_fails_at_its_max_runtime_and_frees_the_pool(
-    pg_home, tmp_path
-):
-    """The host's Dagster processes are SIGKILLed (daemon, its code server, the run's worker): nothing is left to
-    notice the dead worker. The restarted daemon's run monitoring fails the run once it is over its
-    `dagster/max_runtime`, and the queued second run of the same table then starts and succeeds."""
+def test_dead_runs_fail_and_free_their_tables_pool(pg_home, tmp_path):
+    """Three runs of one table, queued. The first one's worker is SIGKILLed while it is STARTED: its code server marks
+    it failed and the second one starts. Then every Dagster process of the host is SIGKILLed (the daemon, its code
+    server, the second run's worker), so nothing is left to notice: the restarted daemon's run monitoring fails the
+    second run once it is over its `dagster/max_runtime`, and the third one starts and succeeds."""
     settings = pg_home / "dagster.yaml"
     settings.write_text(settings.read_text().replace("poll_interval_seconds: 30", "poll_interval_seconds: 1"))
+    runs = [{"probe/seconds": "600"}, {"probe/seconds": "600", "dagster/max_runtime": "5"}, {"probe/seconds": "0"}]
     with dg.DagsterInstance.from_config(str(pg_home)) as instance:
-        tags = {"probe/seconds": "600", "dagster/max_runtime": "5"}
-        killed, waiting = queue_probe_runs(instance, tmp_path, [tags, {}])
+        run_ids = queue_probe_runs(instance, tmp_path, runs)
+        first, second, third = run_ids
         daemon = start_daemon(instance, tmp_path)
         try:
-            watch(instance, tmp_path, daemon, [killed, waiting], lambda _: bool(trace(tmp_path)))  # its asset runs
-            ((_, run_id, _, worker, code_server),) = trace(tmp_path)
-            assert run_id == killed and instance.get_run_by_id(killed).status == dg.DagsterRunStatus.STARTED
+            _, run_id, _, worker, _ = _wait_for_start(instance, tmp_path, daemon, run_ids, 1)
+            assert run_id == first and instance.get_run_by_id(first).status == dg.DagsterRunStatus.STARTED
+            os.kill(int(worker), signal.SIGKILL)
+
+            _, run_id, _, worker, code_server = _wait_for_start(instance, tmp_path, daemon, run_ids, 2)
+            assert run_id == second and instance.get_run_by_id(second).status == dg.DagsterRunStatus.STARTED
+            assert instance.get_run_by_id(first).status == dg.DagsterRunStatus.FAILURE
             for pid in (code_server, worker):
                 os.kill(int(pid), signal.SIGKILL)
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
-            assert instance.get_run_by_id(killed).status == dg.DagsterRunStatus.STARTED  # as the crash left it
+            assert instance.get_run_by_id(second).status == dg.DagsterRunStatus.STARTED  # as the crash left it
+
             daemon = start_daemon(instance, tmp_path)
-            history = watch(instance, tmp_path, daemon, [killed, waiting], all_finished)
+            history = watch(instance, tmp_path, daemon, run_ids, all_finished)
         finally:
             stop(daemon)
-        assert history[-1] == ("FAILURE", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
-        messages = [e.message for e in instance.all_logs(killed)]
-        assert "Canceling due to exceeding maximum runtime of 5 seconds." in messages, messages
-        first, second = (instance.get_run_record_by_id(run_id) for run_id in (killed, waiting))
-        assert second.start_time >= first.end_time
-        assert [(e[0], e[1]) for e in trace(tmp_path)] == [("start", killed), ("start", waiting), ("end", waiting)]
+        assert history[-1] == ("FAILURE", "FAILURE", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
+        crash = f"[DagsterApiServer] Run execution process for {first} was terminated by signal 9 (SIGKILL)."
+        assert any(e.message.startswith(crash) for e in instance.all_logs(first))
+        over = "Canceling due to exceeding maximum runtime of 5 seconds."
+        assert over in [e.message for e in instance.all_logs(second)]
+        records = [instance.get_run_record_by_id(run_id) for run_id in run_ids]
+        assert records[1].start_time >= records[0].end_time and records[2].start_time >= records[1].end_time
+    assert [(e[0], e[1]) for e in trace(tmp_path)] == [("start", r) for r in run_ids] + [("end", third)]

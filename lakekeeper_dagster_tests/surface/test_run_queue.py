@@ -9,7 +9,6 @@ of it through in that tick. Registering each table's pool before its runs can be
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from types import SimpleNamespace
 
 import dagster as dg
 import pytest
+from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 
 from lakekeeper_dagster.definitions import register_pools
 from lakekeeper_dagster.instance_settings import install_instance_settings
@@ -57,6 +57,7 @@ defs = dg.Definitions(
 )
 """
 TRACE = "trace.txt"
+WORKSPACE = "workspace.yaml"
 
 
 def probe_definitions() -> dg.Definitions:
@@ -96,26 +97,26 @@ def trace(tmp_path: Path) -> list[list[str]]:
     return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
 
 
+LAUNCH = """mutation Launch($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on PythonError { message } } }"""
+
+
 def queue_probe_runs(instance: dg.DagsterInstance, tmp_path: Path, runs: list[dict[str, str]]) -> list[str]:
-    """Write the probe, register its pool, and queue one run of its job per entry of `runs` (its tags;
-    `probe/seconds`: how long its asset sleeps, 3 by default), all QUEUED before any daemon ticks; returns their
-    ids, in that (the queue's) order."""
+    """Write the probe and its workspace, register its pool, and queue one run of its job per entry of `runs` (its
+    tags; `probe/seconds`: how long its asset sleeps, 3 by default), through GraphQL as the UI launches, all QUEUED
+    before any daemon ticks; returns their ids, in that (the queue's) order."""
     (tmp_path / "probe.py").write_text(PROBE.format(trace=str(tmp_path / TRACE), pool=POOL))
+    (tmp_path / WORKSPACE).write_text("load_from:\n  - python_file: {relative_path: probe.py, location_name: probe}\n")
     assert register_pools(instance, probe_definitions()) == [POOL]  # what loading the code location does
     assert [(p.name, p.limit) for p in instance.event_log_storage.get_pool_limits()] == [(POOL, 1)]
-    env = {**os.environ, "DAGSTER_HOME": instance.root_directory}
-    for tags in runs:  # one after the other: the queue's order is theirs
-        launch = subprocess.run(
-            [str(BIN / "dagster"), "job", "launch", "-f", "probe.py", "-j", "compact_t"]
-            + ["--tags", json.dumps(tags)],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-        )
-        assert launch.returncode == 0, launch.stderr[-3000:]
+    with define_out_of_process_context(str(tmp_path / WORKSPACE), None, instance) as context:
+        for tags in runs:  # one after the other: the queue's order is theirs
+            params = {
+                "selector": infer_job_selector(context, "compact_t"),
+                "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+            }
+            launched = execute_dagster_graphql(context, LAUNCH, {"params": params}).data["launchRun"]
+            assert launched["__typename"] == "LaunchRunSuccess", launched
     queued = instance.get_runs(ascending=True)
     assert [r.status for r in queued] == [dg.DagsterRunStatus.QUEUED] * len(runs)
     assert all(r.run_op_concurrency and r.run_op_concurrency.all_pools == {POOL} for r in queued)
@@ -123,11 +124,12 @@ def queue_probe_runs(instance: dg.DagsterInstance, tmp_path: Path, runs: list[di
 
 
 def start_daemon(instance: dg.DagsterInstance, tmp_path: Path) -> subprocess.Popen:
-    """`dagster-daemon run` on the probe (it starts the probe's code server, which starts the run workers)."""
+    """`dagster-daemon run` on the probe's workspace (it starts the probe's code server, which starts the run
+    workers)."""
     env = {**os.environ, "DAGSTER_HOME": instance.root_directory}
     with (tmp_path / "daemon.log").open("w") as log:
         return subprocess.Popen(
-            [str(BIN / "dagster-daemon"), "run", "-f", "probe.py"],
+            [str(BIN / "dagster-daemon"), "run", "-w", WORKSPACE],
             cwd=tmp_path,
             env=env,
             stdout=log,
