@@ -104,8 +104,8 @@ def test_instance_settings_with_a_postgres_url_give_a_postgres_instance_with_run
 def test_observe_sensor_compact_and_observe_again_on_postgres(spark, metastore, database, data_dir, pg_home):
     """The auto-compaction flow with every record (observations, cursor-paged reads, runs, checks) in PostgreSQL."""
     make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=4)
-    make_table(spark, database, "flat", data_dir / "flat", files=5)
-    before = {name: rows_of(spark, f"{database}.{name}") for name in ("ev", "flat")}
+    table = f"{database}.ev"
+    before = rows_of(spark, table)
     config = parse_config(
         {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "sensor": {"min_files": 3}}, "t"
     )
@@ -115,30 +115,40 @@ def test_observe_sensor_compact_and_observe_again_on_postgres(spark, metastore, 
     def tick(instance, cursor):
         return sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
 
+    def file_counts(instance) -> list[int]:
+        """The newest observed file count of each partition, as stored in PostgreSQL."""
+        return [
+            instance.fetch_observations(
+                dg.AssetRecordsFilter(asset_key=asset_key(database, "ev"), asset_partitions=[name]), limit=1
+            )
+            .records[0]
+            .asset_observation.metadata["file_count"]
+            .value
+            for name in NAMES
+        ]
+
     with dg.DagsterInstance.from_config(str(pg_home)) as instance:
         assert defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance).success
         assert instance.get_dynamic_partitions(partitions_def_name(database, "ev")) == NAMES
-        stored = instance.fetch_observations(
-            dg.AssetRecordsFilter(asset_key=asset_key(database, "ev"), asset_partitions=[NAMES[0]]), limit=5
-        ).records
-        assert [r.asset_observation.metadata["file_count"].value for r in stored] == [4]
+        assert file_counts(instance) == [4, 4]
 
         first = tick(instance, None)
-        requests = sorted(first.run_requests, key=lambda r: r.tags[TABLE_TAG])
-        assert [r.tags[TABLE_TAG] for r in requests] == [f"{database}.ev", f"{database}.flat"]
-        for request in requests:
-            assert execute_request(defs, instance, request).success
-        runs = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
-        assert {r.job_name for r in runs} >= {job_name(database, "ev"), job_name(database, "flat")}
+        (request,) = first.run_requests  # both partitions in one run
+        assert request.tags[TABLE_TAG] == table
+        assert request.run_config["ops"][f"hive__{database}__ev"]["config"]["partitions"] == NAMES
+        run = execute_request(defs, instance, request)
+        assert run.success
+        assert instance.get_run_by_id(run.run_id).job_name == job_name(database, "ev")
         materialized = instance.fetch_materializations(asset_key(database, "ev"), limit=10).records
-        assert {r.partition_key for r in materialized if r.run_id} == set(NAMES)
+        assert {r.partition_key for r in materialized if r.run_id == run.run_id} == set(NAMES)
+        checks = {e.check_name: e.passed for e in run.get_asset_check_evaluations()}
+        assert checks["row_count_preserved"] and checks["content_checksum_matches"]
 
         assert [len(data_files(data_dir / "ev" / name)) for name in NAMES] == [1, 1]
-        assert len(data_files(data_dir / "flat")) == 1
-        assert {name: rows_of(spark, f"{database}.{name}") for name in ("ev", "flat")} == before
-        assert len(before["ev"]) == 400 and len(before["flat"]) == 200
+        assert rows_of(spark, table) == before and len(before) == 400
 
         assert defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance).success
+        assert file_counts(instance) == [1, 1]
         assert tick(instance, first.cursor).run_requests == []  # compacted: nothing more to request
 
 
