@@ -35,12 +35,15 @@ metastore-start: venv
 metastore-stop: venv
 	$(CLI) metastore stop
 
-# The Dagster UI on the local metastore, with the project's instance settings (pools: one run per table) installed
-# into DAGSTER_HOME. `dagster dev` warns that it is superseded by `dg dev`, which is the same server
+# The Dagster UI on the local metastore, with the project's instance settings (pools: one run per table, run
+# monitoring) installed into DAGSTER_HOME ($(UI_HOME)). The instance is SQLite there, or PostgreSQL when
+# DAGSTER_POSTGRES_URL is set (e.g. `make ui UI_HOME=.dagster_home_pg DAGSTER_POSTGRES_URL=postgresql://...`).
+# `dagster dev` warns that it is superseded by `dg dev`, which is the same server
 # (dev_command_impl) but needs the separate dagster-dg-cli package and its dependencies: that one warning is
 # filtered here, by its exact message.
+UI_HOME ?= .dagster_home
 ui: venv
 	$(CLI) metastore start
-	$(PY) -m lakekeeper_dagster.instance_settings .dagster_home
-	DAGSTER_HOME=$(CURDIR)/.dagster_home $(PY) -W 'ignore:Function `dev_command` is superseded:FutureWarning' \
+	$(PY) -m lakekeeper_dagster.instance_settings $(UI_HOME)
+	DAGSTER_HOME=$(abspath $(UI_HOME)) $(PY) -W 'ignore:Function `dev_command` is superseded:FutureWarning' \
 		-m dagster dev -w workspace.yaml

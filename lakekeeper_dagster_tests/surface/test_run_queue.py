@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import dagster as dg
 import pytest
+from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 
 from lakekeeper_dagster.definitions import register_pools
 from lakekeeper_dagster.instance_settings import install_instance_settings
@@ -30,6 +31,7 @@ RUNNING = {dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED}
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 PROBE = """
+import os
 import time
 from pathlib import Path
 
@@ -40,13 +42,13 @@ TRACE = Path({trace!r})
 
 def note(event, run_id):
     with TRACE.open("a") as f:
-        f.write(f"{{event}} {{run_id}} {{time.time()}}\\n")
+        f.write(f"{{event}} {{run_id}} {{time.time()}} {{os.getpid()}} {{os.getppid()}}\\n")
 
 
 @dg.asset(pool={pool!r})
 def t(context) -> None:
     note("start", context.run_id)
-    time.sleep(3)
+    time.sleep(float(context.run.tags.get("probe/seconds", "3")))
     note("end", context.run_id)
 
 
@@ -54,6 +56,8 @@ defs = dg.Definitions(
     assets=[t], jobs=[dg.define_asset_job("compact_t", selection=[t])], executor=dg.in_process_executor
 )
 """
+TRACE = "trace.txt"
+WORKSPACE = "workspace.yaml"
 
 
 def probe_definitions() -> dg.Definitions:
@@ -72,11 +76,11 @@ def _instance_home(tmp_path: Path) -> Path:
     return home
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
-def _stop(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen) -> None:
     """Interrupt the daemon (it stops its code server); kill its process group if it does not exit."""
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
@@ -87,79 +91,108 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-@pytest.mark.slow
-def test_second_run_of_a_table_waits_queued_until_the_first_ends(tmp_path):
-    home = _instance_home(tmp_path)
-    trace = tmp_path / "trace.txt"
-    (tmp_path / "probe.py").write_text(PROBE.format(trace=str(trace), pool=POOL))
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
+def trace(tmp_path: Path) -> list[list[str]]:
+    """The probe's notes: event, run id, time, worker pid, its parent's (the code server's) pid."""
+    path = tmp_path / TRACE
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
 
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert register_pools(instance, probe_definitions()) == [POOL]  # what loading the code location does
-        assert [(p.name, p.limit) for p in instance.event_log_storage.get_pool_limits()] == [(POOL, 1)]
 
-        # Both runs are QUEUED before the daemon's first tick: the case where an unregistered pool lets both start.
-        launches = [
-            subprocess.Popen(
-                [str(BIN / "dagster"), "job", "launch", "-f", "probe.py", "-j", "compact_t"],
-                cwd=tmp_path,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(2)
-        ]
-        for launch in launches:
-            _, stderr = launch.communicate(timeout=120)
-            assert launch.returncode == 0, stderr[-3000:]
-        runs = instance.get_runs(ascending=True)
-        assert [r.status for r in runs] == [dg.DagsterRunStatus.QUEUED] * 2
-        assert all(r.run_op_concurrency and r.run_op_concurrency.all_pools == {POOL} for r in runs)
-        run_ids = [r.run_id for r in runs]
+LAUNCH = """mutation Launch($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on PythonError { message } } }"""
 
-        daemon_log = tmp_path / "daemon.log"
-        with daemon_log.open("w") as log:
-            daemon = subprocess.Popen(
-                [str(BIN / "dagster-daemon"), "run", "-f", "probe.py"],
-                cwd=tmp_path,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        history: list[tuple[str, ...]] = []
-        try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                statuses = tuple(instance.get_run_by_id(run_id).status.value for run_id in run_ids)
-                if not history or history[-1] != statuses:
-                    history.append(statuses)
-                running = [s for s in statuses if dg.DagsterRunStatus(s) in RUNNING]
-                assert len(running) <= 1, f"both runs executing at once: {history}\n{_tail(daemon_log)}"
-                if all(dg.DagsterRunStatus(s) in FINISHED for s in statuses):
-                    break
-                assert daemon.poll() is None, f"daemon exited: {history}\n{_tail(daemon_log)}"
-                time.sleep(0.2)
-            else:
-                pytest.fail(f"runs did not finish: {history}\n{_tail(daemon_log)}")
-        finally:
-            _stop(daemon)
 
-        assert history[-1] == ("SUCCESS", "SUCCESS"), f"{history}\n{_tail(daemon_log)}"
-        assert ("STARTED", "QUEUED") in history, history
-        records = sorted(instance.get_run_records(), key=lambda r: r.start_time)
-        first, second = records
-        assert second.start_time >= first.end_time
+def queue_probe_runs(instance: dg.DagsterInstance, tmp_path: Path, runs: list[dict[str, str]]) -> list[str]:
+    """Write the probe and its workspace, register its pool, and queue one run of its job per entry of `runs` (its
+    tags; `probe/seconds`: how long its asset sleeps, 3 by default), through GraphQL as the UI launches, all QUEUED
+    before any daemon ticks; returns their ids, in that (the queue's) order."""
+    (tmp_path / "probe.py").write_text(PROBE.format(trace=str(tmp_path / TRACE), pool=POOL))
+    (tmp_path / WORKSPACE).write_text("load_from:\n  - python_file: {relative_path: probe.py, location_name: probe}\n")
+    assert register_pools(instance, probe_definitions()) == [POOL]  # what loading the code location does
+    assert [(p.name, p.limit) for p in instance.event_log_storage.get_pool_limits()] == [(POOL, 1)]
+    with define_out_of_process_context(str(tmp_path / WORKSPACE), None, instance) as context:
+        for tags in runs:  # one after the other: the queue's order is theirs
+            params = {
+                "selector": infer_job_selector(context, "compact_t"),
+                "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+            }
+            launched = execute_dagster_graphql(context, LAUNCH, {"params": params}).data["launchRun"]
+            assert launched["__typename"] == "LaunchRunSuccess", launched
+    queued = instance.get_runs(ascending=True)
+    assert [r.status for r in queued] == [dg.DagsterRunStatus.QUEUED] * len(runs)
+    assert all(r.run_op_concurrency and r.run_op_concurrency.all_pools == {POOL} for r in queued)
+    return [r.run_id for r in queued]
 
-    events = [line.split() for line in trace.read_text().splitlines()]
-    assert [(event, run_id) for event, run_id, _ in events] == [
+
+def start_daemon(instance: dg.DagsterInstance, tmp_path: Path) -> subprocess.Popen:
+    """`dagster-daemon run` on the probe's workspace (it starts the probe's code server, which starts the run
+    workers)."""
+    env = {**os.environ, "DAGSTER_HOME": instance.root_directory}
+    with (tmp_path / "daemon.log").open("w") as log:
+        return subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", WORKSPACE],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def watch(
+    instance: dg.DagsterInstance, tmp_path: Path, daemon: subprocess.Popen, run_ids: list[str], until, on_change=None
+) -> list[tuple[str, ...]]:
+    """Poll the runs' statuses until `until(statuses)`; never two running at once. `on_change(statuses)` is called
+    on each new combination. Returns the history of status combinations."""
+    history: list[tuple[str, ...]] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        statuses = tuple(instance.get_run_by_id(run_id).status.value for run_id in run_ids)
+        if not history or history[-1] != statuses:
+            history.append(statuses)
+            if on_change:
+                on_change(statuses)
+        running = [s for s in statuses if dg.DagsterRunStatus(s) in RUNNING]
+        assert len(running) <= 1, f"two runs executing at once: {history}\n{tail(tmp_path / 'daemon.log')}"
+        if until(statuses):
+            return history
+        assert daemon.poll() is None, f"daemon exited: {history}\n{tail(tmp_path / 'daemon.log')}"
+        time.sleep(0.2)
+    pytest.fail(f"runs did not get there: {history}\n{tail(tmp_path / 'daemon.log')}")
+
+
+def all_finished(statuses: tuple[str, ...]) -> bool:
+    return all(dg.DagsterRunStatus(s) in FINISHED for s in statuses)
+
+
+def check_second_run_waits_queued_until_the_first_ends(instance: dg.DagsterInstance, tmp_path: Path) -> None:
+    """Two runs of the probe's table queued together run one after the other (the instance's storage is the
+    caller's: SQLite here, PostgreSQL in test_postgres)."""
+    run_ids = queue_probe_runs(instance, tmp_path, [{}, {}])  # the case where an unregistered pool lets both start
+    daemon = start_daemon(instance, tmp_path)
+    try:
+        history = watch(instance, tmp_path, daemon, run_ids, all_finished)
+    finally:
+        stop(daemon)
+
+    assert history[-1] == ("SUCCESS", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
+    assert ("STARTED", "QUEUED") in history, history
+    records = sorted(instance.get_run_records(), key=lambda r: r.start_time)
+    first, second = records
+    assert second.start_time >= first.end_time
+    events = trace(tmp_path)
+    assert [(event[0], event[1]) for event in events] == [
         ("start", first.dagster_run.run_id),
         ("end", first.dagster_run.run_id),
         ("start", second.dagster_run.run_id),
         ("end", second.dagster_run.run_id),
     ]
     assert float(events[2][2]) >= float(events[1][2])
+
+
+@pytest.mark.slow
+def test_second_run_of_a_table_waits_queued_until_the_first_ends(tmp_path):
+    with dg.DagsterInstance.from_config(str(_instance_home(tmp_path))) as instance:
+        check_second_run_waits_queued_until_the_first_ends(instance, tmp_path)
 
 
 @pytest.mark.xfail(
