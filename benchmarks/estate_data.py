@@ -82,15 +82,16 @@ def cached_estate(data_dir: Path, spec: EstateSpec) -> Estate | None:
 
 
 def build_estate(data_dir: Path, spec: EstateSpec, log) -> Estate:
-    """Build the estate from nothing (an incomplete one left by an interrupted build is removed first)."""
+    """Build the estate; one left incomplete by an interrupted build is completed (every step skips what exists)."""
     from spark_resources.session import local_hive_conf, start_spark_session
 
     root = estate_dir(data_dir, spec)
-    if root.exists():
-        log(f"{root} is incomplete (no {MARKER}): removing it")
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+    resumed = root.exists()
+    if resumed:
+        log(f"{root} is incomplete (no {MARKER}): completing it")
+    root.mkdir(parents=True, exist_ok=True)
     figures: dict = {"tables": spec.tables, "partitions_per_table": spec.partitions, "files_per_partition": spec.files}
+    figures["resumed"] = resumed
     started = time.monotonic()
     estate = Estate(spec, root, figures)
     metastore = estate.metastore()
@@ -104,7 +105,7 @@ def build_estate(data_dir: Path, spec: EstateSpec, log) -> Estate:
         figures["spark_start_s"] = round(time.monotonic() - mark, 1)
         try:
             mark = time.monotonic()
-            template = _tiny_parquet(spark, root / "template")
+            template = _tiny_parquet(spark, root / "template") if not resumed else next(root.glob("template/part-*"))
             figures["template_bytes"] = template.stat().st_size
             _write_files(root, spec, template, figures, log)
             figures["files_s"] = round(time.monotonic() - mark, 1)
@@ -142,9 +143,11 @@ def _write_files(root: Path, spec: EstateSpec, template: Path, figures: dict, lo
         location = root / "tables" / table
         for value in values:
             directory = location / f"{PARTITION_COLUMN}={value}"
-            directory.mkdir(parents=True)
+            directory.mkdir(parents=True, exist_ok=True)
             for f in range(spec.files):
                 target = directory / (DATA_FILE if f == 0 else f"part-{f:05d}.snappy.parquet")
+                if target.exists():
+                    continue
                 try:
                     os.link(own, target)
                     links += 1
@@ -167,15 +170,19 @@ def _register(spark, root: Path, spec: EstateSpec, log) -> None:
         location = root / "tables" / table
         with job_description(spark, f"estate: register {DATABASE}.{table}"):
             spark.sql(
-                f"CREATE EXTERNAL TABLE `{DATABASE}`.`{table}` (id BIGINT, payload STRING) "
-                f"PARTITIONED BY ({PARTITION_COLUMN} STRING) STORED AS PARQUET LOCATION '{location.as_uri()}'"
+                f"CREATE EXTERNAL TABLE IF NOT EXISTS `{DATABASE}`.`{table}` (id BIGINT, payload STRING) "
+                f"PARTITIONED BY ({PARTITION_COLUMN} STRING) STORED AS PARQUET LOCATION 'file:{location}'"
             )
             for start in range(0, len(values), BATCH):
                 specs = " ".join(
-                    f"PARTITION ({PARTITION_COLUMN}='{v}') LOCATION '{(location / f'{PARTITION_COLUMN}={v}').as_uri()}'"
+                    f"PARTITION ({PARTITION_COLUMN}='{v}') LOCATION 'file:{location}/{PARTITION_COLUMN}={v}'"
                     for v in values[start : start + BATCH]
                 )
-                spark.sql(f"ALTER TABLE `{DATABASE}`.`{table}` ADD {specs}")
+                spark.sql(f"ALTER TABLE `{DATABASE}`.`{table}` ADD IF NOT EXISTS {specs}")
+        if number == 0 and len(os.listdir(location)) != len(values):  # a location the metastore made anew
+            raise RuntimeError(
+                f"{location} holds {len(os.listdir(location))} entries, not the {len(values)} partitions"
+            )
         if (number + 1) % max(1, spec.tables // 20) == 0 or spec.partitions >= 5000:
             done = (number + 1) * spec.partitions
             log(f"  metastore: {number + 1}/{spec.tables} tables, {done} partitions, {time.monotonic() - started:.0f}s")
