@@ -74,6 +74,7 @@ def test_the_metastore_down_gives_the_last_known_state_with_every_job(
         warnings.simplefilter("always")
         up = defs()
         up.get_repository_def()
+        assert up.resolve_asset_graph().asset_check_keys  # read by a code server's snapshot
     assert [str(w.message) for w in caught] == []  # no beta, preview or supersession warning on a load
     assert asset_names(up) == [f"hive/{database}/ev"]
     assert notices(up) == {}
