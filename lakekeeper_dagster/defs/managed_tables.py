@@ -5,7 +5,8 @@ state storage, VERSIONED_STATE_STORAGE): the one place the code location reads t
   refresh_tables_job, which stores a version itself) reads the managed tables through `read_managed_tables` and
   stores them as a new version of the selection's state, registering the new tables' pools in that instance.
 - Every other load (a production code server, the daemon's, every run worker) builds from a stored version: no
-  metastore call, no JVM. A run worker gets the version its run was planned with.
+  metastore call, no JVM. A run worker gets the version its run was planned with; a load with no version pinned
+  (a CLI executing in its own process) the instance's newest.
 - A refresh that cannot read the metastore (down, or the read fails) falls back to the last stored version (or 0
   tables), with the reason on every job's page. The reason is kept for the process (`REFRESH_PROBLEMS`): a code
   server loads twice, initializing (the refresh) then reconstructing from what that load pinned, and the notice must
@@ -25,6 +26,7 @@ from lakekeeper_dagster.definitions import definitions_from_state, read_managed_
 from lakekeeper_dagster.engine.errors import LakekeeperError
 from lakekeeper_dagster.location_state import (
     StateUnreadable,
+    latest_stored_state,
     location_state,
     metastore_reachable,
     read_at_now,
@@ -77,7 +79,8 @@ class ManagedTablesComponent(dg.StateBackedComponent):
             return super().build_defs(context)
 
     def build_defs_from_state(self, context: dg.ComponentLoadContext, state_path: Path | None) -> dg.Definitions:
-        stored = state_path.read_text(encoding="utf-8") if state_path is not None else None
+        # No version: none stored, or none pinned (then the instance's newest, see latest_stored_state).
+        stored = state_path.read_text(encoding="utf-8") if state_path is not None else latest_stored_state(self.config)
         return definitions_from_state(self.config, location_state(self.config, stored, REFRESH_PROBLEMS.get(self.key)))
 
 
