@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import tempfile
 import urllib.error
 import urllib.request
@@ -129,6 +130,23 @@ def reload_location(webserver: str, location: str) -> str:
     if answer["__typename"] != "WorkspaceLocationEntry" or loaded["__typename"] == "PythonError":
         return f"the webserver at {webserver} could not reload {location}: {loaded.get('message')}; {later}"
     return f"the webserver at {webserver} reloaded {location}"
+
+
+def latest_stored_state(config: LakekeeperConfig) -> str | None:
+    """The newest stored version of the selection's state in the `DAGSTER_HOME` instance (None: none, or no
+    `DAGSTER_HOME`). For a load that Dagster pinned no version for: a CLI that executes in its own process
+    (`dagster asset materialize -m ...`) reconstructs the location with nothing pinned."""
+    if not os.environ.get("DAGSTER_HOME"):
+        return None
+    with dg.DagsterInstance.get() as instance:
+        storage = instance.defs_state_storage
+        version = storage.get_latest_version(state_key(config)) if storage else None
+        if version is None:
+            return None
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "state"
+            storage.download_state_to_path(state_key(config), version, path)
+            return path.read_text(encoding="utf-8")
 
 
 def register_pool_limits(instance: dg.DagsterInstance, pools: Iterable[str]) -> list[str]:

@@ -5,9 +5,12 @@ state storage, VERSIONED_STATE_STORAGE): the one place the code location reads t
   refresh_tables_job, which stores a version itself) reads the managed tables through `read_managed_tables` and
   stores them as a new version of the selection's state, registering the new tables' pools in that instance.
 - Every other load (a production code server, the daemon's, every run worker) builds from a stored version: no
-  metastore call, no JVM. A run worker gets the version its run was planned with.
+  metastore call, no JVM. A run worker gets the version its run was planned with; a load with no version pinned
+  (a CLI executing in its own process) the instance's newest.
 - A refresh that cannot read the metastore (down, or the read fails) falls back to the last stored version (or 0
-  tables), with the reason on every job's page.
+  tables), with the reason on every job's page. The reason is kept for the process (`REFRESH_PROBLEMS`): a code
+  server loads twice, initializing (the refresh) then reconstructing from what that load pinned, and the notice must
+  survive into the definitions it serves.
 
 No `from __future__ import annotations` here: dg reads the component's type from the loader's return annotation.
 """
@@ -23,6 +26,7 @@ from lakekeeper_dagster.definitions import definitions_from_state, read_managed_
 from lakekeeper_dagster.engine.errors import LakekeeperError
 from lakekeeper_dagster.location_state import (
     StateUnreadable,
+    latest_stored_state,
     location_state,
     metastore_reachable,
     read_at_now,
@@ -33,18 +37,21 @@ from lakekeeper_dagster.location_state import (
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.errors import ResourceError
 
+REFRESH_PROBLEMS: dict[str, str] = {}  # state key -> why this process's last refresh failed (gone once one succeeds)
+
 
 class ManagedTablesComponent(dg.StateBackedComponent):
     """The assets, checks, jobs, schedules and sensors of the tables `config` manages, built from the stored state."""
 
     def __init__(self, config: LakekeeperConfig):
         self.config = config
-        self.problem: str | None = None  # why this load's refresh failed (then it does not retry)
+        self.key = state_key(config)
+        self.refresh_if_dev = True  # false once this load's refresh failed: it builds from the last stored version
 
     @property
     def defs_state_config(self) -> DefsStateConfig:
-        args = DefsStateConfigArgs.versioned_state_storage().model_copy(update={"refresh_if_dev": not self.problem})
-        return DefsStateConfig.from_args(args, default_key=state_key(self.config))
+        args = DefsStateConfigArgs.versioned_state_storage().model_copy(update={"refresh_if_dev": self.refresh_if_dev})
+        return DefsStateConfig.from_args(args, default_key=self.key)
 
     def write_state_to_path(self, state_path: Path) -> None:
         """Read the managed tables (the only metastore read at load); StateUnreadable when they cannot be read."""
@@ -57,6 +64,7 @@ class ManagedTablesComponent(dg.StateBackedComponent):
             problem = f"the managed tables could not be read from the Hive Metastore at {uri}: {error}"
             raise StateUnreadable(problem) from error
         state_path.write_text(state_to_json(managed, read_at_now(self.config)), encoding="utf-8")
+        REFRESH_PROBLEMS.pop(self.key, None)
         if os.environ.get("DAGSTER_HOME"):  # the instance this state is stored in, where the tables' runs queue
             translator = HiveTableTranslator(owners=self.config.asset_owners, tags=self.config.asset_tags)
             with dg.DagsterInstance.get() as instance:
@@ -66,12 +74,14 @@ class ManagedTablesComponent(dg.StateBackedComponent):
         try:
             return super().build_defs(context)
         except StateUnreadable as problem:  # a dev/dg load's refresh failed: build from the last stored version
-            self.problem = str(problem)
+            REFRESH_PROBLEMS[self.key] = str(problem)
+            self.refresh_if_dev = False
             return super().build_defs(context)
 
     def build_defs_from_state(self, context: dg.ComponentLoadContext, state_path: Path | None) -> dg.Definitions:
-        stored = state_path.read_text(encoding="utf-8") if state_path is not None else None
-        return definitions_from_state(self.config, location_state(self.config, stored, self.problem))
+        # No version: none stored, or none pinned (then the instance's newest, see latest_stored_state).
+        stored = state_path.read_text(encoding="utf-8") if state_path is not None else latest_stored_state(self.config)
+        return definitions_from_state(self.config, location_state(self.config, stored, REFRESH_PROBLEMS.get(self.key)))
 
 
 @dg.component_instance

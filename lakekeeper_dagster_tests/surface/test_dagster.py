@@ -7,9 +7,11 @@ import pytest
 
 from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
-from lakekeeper_dagster.config import parse_config
+from lakekeeper_dagster.config import load_config, parse_config
 from lakekeeper_dagster.definitions import build_definitions, register_pools, spark_resource_for
 from lakekeeper_dagster.engine.hive.catalog import read_table
+from lakekeeper_dagster.location_state import store_state
+from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
 from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
@@ -56,10 +58,15 @@ def test_definitions_snapshot(location, database):
         "cleanup_job",
         "observe_partitions_job",
         "recover_job",
+        "refresh_tables_job",
         "rollback_job",
         "sync_partitions_job",
     ]
-    assert [s.name for s in location.schedules] == ["cleanup_old_backups", "observe_partitions_schedule"]
+    assert [s.name for s in location.schedules] == [
+        "cleanup_old_backups",
+        "observe_partitions_schedule",
+        "refresh_tables_schedule",
+    ]
     assert {s.default_status for s in location.schedules} == {dg.DefaultScheduleStatus.STOPPED}
     assert location.schedules[1].cron_schedule == "0 * * * *"
     sensor, partitions_sensor = location.sensors
@@ -136,7 +143,8 @@ def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
 
 
 def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, database, data_dir, tmp_path):
-    """`dagster definitions validate` and `dagster asset materialize` in a subprocess, on the YAML config."""
+    """`dagster definitions validate` and `dagster asset materialize` in a subprocess, on the YAML config (and the
+    managed tables' state stored in the instance, as refresh_tables_job stores it)."""
     import os
     import subprocess
     import sys
@@ -159,6 +167,8 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
     home.mkdir()
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(partitions_def_name(database, "cli"), ["date=2024-01-02"])
+        settings = load_config(str(config))
+        store_state(instance, settings, load_managed_tables(spark, settings))
     env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("LAKEKEEPER_METASTORE_URI", None)
 

@@ -1,5 +1,6 @@
-"""How the code location loads (issue 16): from the managed tables' state, with the metastore up, down, or never
-read; what it says when it manages nothing; the demo's config and the instance settings; a quiet start."""
+"""How the code location loads (issues 16, 18): from the managed tables' stored state, refreshed by a `dagster dev`
+load with the metastore up, down, or never read; what it says when it manages nothing; the demo's config and the
+instance settings; a quiet start. The run workers' load and the refresh job: test_state.py."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from lakekeeper_dagster.config import load_config, parse_config
 from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, spark_resource_for
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.instance_settings import install_instance_settings
-from lakekeeper_dagster.location_state import STATE_ENV, state_file
+from lakekeeper_dagster.location_state import state_from_json, state_key
 from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
 from spark_resources.metastore import free_port
 
@@ -29,10 +30,18 @@ OPERATOR_JOBS = {"rollback_job", "cleanup_job", "recover_job", "analyze_job", "s
 
 
 @pytest.fixture
-def configure(tmp_path, monkeypatch):
-    """Write the location's config file (LAKEKEEPER_CONFIG) into tmp_path; the state a load leaves is forgotten."""
+def instance():
+    """A test instance, entered: the code location's state is stored in its defs state storage."""
+    with dg.instance_for_test() as entered:
+        yield entered
+
+
+@pytest.fixture
+def configure(tmp_path, monkeypatch, instance):
+    """Write the location's config file (LAKEKEEPER_CONFIG) into tmp_path; loads are `dagster dev`'s (they refresh
+    the state from the metastore, DAGSTER_IS_DEV_CLI), in `instance`."""
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    os.environ.pop(STATE_ENV, None)
+    monkeypatch.setenv("DAGSTER_IS_DEV_CLI", "1")
 
     def write(data: dict) -> Path:
         path = tmp_path / "lakekeeper.yaml"
@@ -40,8 +49,7 @@ def configure(tmp_path, monkeypatch):
         monkeypatch.setenv("LAKEKEEPER_CONFIG", str(path))
         return path
 
-    yield write
-    os.environ.pop(STATE_ENV, None)
+    return write
 
 
 def closed_uri() -> str:
@@ -58,7 +66,7 @@ def asset_names(definitions: dg.Definitions) -> list[str]:
 
 
 def test_the_metastore_down_gives_the_last_known_state_with_every_job(
-    spark, metastore, database, data_dir, configure, monkeypatch, caplog
+    spark, metastore, database, data_dir, configure, instance, tmp_path, monkeypatch, caplog
 ):
     make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=2)
     configure({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}})
@@ -66,14 +74,16 @@ def test_the_metastore_down_gives_the_last_known_state_with_every_job(
         warnings.simplefilter("always")
         up = defs()
         up.get_repository_def()
+        assert up.resolve_asset_graph().asset_check_keys  # read by a code server's snapshot
     assert [str(w.message) for w in caught] == []  # no beta, preview or supersession warning on a load
     assert asset_names(up) == [f"hive/{database}/ev"]
     assert notices(up) == {}
-    saved = state_file(load_config())
-    assert os.environ[STATE_ENV] == str(saved)  # what the code server's run workers inherit
-    assert json.loads(saved.read_text())["tables"][0]["name"] == "ev"
+    key = state_key(load_config())
+    stored = tmp_path / "stored"  # the version the load stored: what its run workers rebuild from
+    instance.defs_state_storage.download_state_to_path(key, instance.defs_state_storage.get_latest_version(key), stored)
+    assert [info.name for info in state_from_json(stored.read_text())[0].tables] == ["ev"]
 
-    os.environ.pop(STATE_ENV)  # a new code server, and the metastore is down
+    # a reload, and the metastore is down
     down_uri = closed_uri()
     monkeypatch.setenv("LAKEKEEPER_METASTORE_URI", down_uri)
     with caplog.at_level("WARNING"):
@@ -133,31 +143,6 @@ def test_a_missing_managed_database_is_said_and_the_jobs_stay(spark, metastore, 
         f"the managed tables could not be read from the Hive Metastore at {metastore.uri}: database 'no_such_db' "
         "does not exist in the metastore and no state was saved yet: 0 tables managed"
     )
-
-
-def test_a_run_worker_loads_the_code_servers_state_without_metastore_or_jvm(
-    spark, metastore, database, data_dir, configure
-):
-    """A run worker inherits LAKEKEEPER_DEFINITIONS_STATE from its code server: with the metastore unreachable it
-    still builds the same assets, does not even try the metastore (no notice) and starts no JVM."""
-    make_table(spark, database, "flat", data_dir / "flat", files=2)
-    path = configure({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}})
-    assert asset_names(defs()) == [f"hive/{database}/flat"]
-    probe = (
-        "from pyspark import SparkContext\n"
-        "from lakekeeper_dagster.definitions import defs, NOTICE_KEY\n"
-        "d = defs()\n"
-        "print(sorted(k.to_user_string() for k in d.resolve_asset_graph().get_all_asset_keys()))\n"
-        "print([j.name for j in d.get_repository_def().get_all_jobs() if NOTICE_KEY in j.metadata])\n"
-        "print('jvm', SparkContext._gateway is not None)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO), "LAKEKEEPER_CONFIG": str(path)}
-    env["LAKEKEEPER_METASTORE_URI"] = closed_uri()
-    worker = subprocess.run(
-        [sys.executable, "-c", probe], env=env, cwd=path.parent, capture_output=True, text=True, timeout=300
-    )
-    assert worker.returncode == 0, worker.stderr[-3000:]
-    assert worker.stdout.splitlines() == [f"['hive/{database}/flat']", "[]", "jvm False"]
 
 
 def test_a_run_says_when_it_starts_the_spark_session(spark, metastore, configure):
@@ -234,7 +219,6 @@ def test_make_ui_starts_quietly_and_shows_the_jobs_and_why_nothing_is_managed(tm
     config.write_text(yaml.safe_dump({"tables": {"databases": ["sales"]}, "metastore": {"uri": uri}}))
     env = {**os.environ, "LAKEKEEPER_CONFIG": str(config), "DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
     env.pop("LAKEKEEPER_METASTORE_URI", None)
-    env.pop(STATE_ENV, None)
     port = free_port()
     command = [sys.executable, "-W", warning_filter, "-m", "dagster", "dev", "-w", "workspace.yaml", "-p", str(port)]
     stderr = tmp_path / "dev.err"

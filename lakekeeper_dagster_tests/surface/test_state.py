@@ -188,3 +188,17 @@ def test_a_run_worker_builds_from_the_stored_state_without_jvm_or_metastore(
         assert [w["jvm"] for w in _workers(probe, 2)] == [False, False]
     records = [json.loads(line) for line in probe.read_text().splitlines()]
     assert not [r["argv"] for r in records if r["jvm"]]  # nor the CLI's or the code server's load
+
+
+@pytest.mark.slow
+def test_dg_refresh_defs_state_stores_the_tables_a_load_then_shows(spark, database, data_dir, location):
+    """`dg utils refresh-defs-state` in the project folder (its own JVM reads the metastore), as the README says."""
+    make_table(spark, database, "t", data_dir / "t", files=2)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [str(BIN / "dg"), "utils", "refresh-defs-state"], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    with dg.DagsterInstance.from_config(str(location[1])) as instance:
+        assert asset_names(instance) == [f"hive/{database}/t"]
+        assert f"lakekeeper/{database}.t" in {p.name for p in instance.event_log_storage.get_pool_limits()}
