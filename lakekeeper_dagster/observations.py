@@ -90,13 +90,12 @@ def fingerprint(plan: UnitPlan) -> list:
     return [plan.file_count, plan.total_bytes, plan.small_files, plan.needs_compaction]
 
 
-def read_fingerprints(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[dg.AssetKey, dict[str, list]]:
-    """The fingerprint last written for each asset (unit name, "" for an unpartitioned table -> figures); none for an
-    asset the instance holds no event of."""
+def read_fingerprints(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[dg.AssetKey, str]:
+    """The fingerprint last written for each asset, as stored (JSON: unit name, "" for an unpartitioned table ->
+    figures; parsed a table at a time); none for an asset the instance holds no event of."""
     known = {record.asset_entry.asset_key for record in instance.get_asset_records(keys)}
     names = {FINGERPRINT_KEY + key.to_user_string(): key for key in keys if key in known}
-    stored = instance.run_storage.get_cursor_values(set(names))
-    return {names[name]: json.loads(value) for name, value in stored.items()}
+    return {names[name]: value for name, value in instance.run_storage.get_cursor_values(set(names)).items()}
 
 
 def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -140,7 +139,7 @@ def build_observe_job(
         for info in observed:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
             key = keys[info.qualified_name]
-            before, now, changed = last.get(key, {}), {}, 0
+            before, now, changed = json.loads(last.pop(key, "{}")), {}, 0
             for plan in plans:
                 now[plan.partition or ""] = figures = fingerprint(plan)
                 if before.get(plan.partition or "") != figures:
