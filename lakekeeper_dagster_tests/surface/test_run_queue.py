@@ -139,18 +139,16 @@ def start_daemon(instance: dg.DagsterInstance, tmp_path: Path) -> subprocess.Pop
 
 
 def watch(
-    instance: dg.DagsterInstance, tmp_path: Path, daemon: subprocess.Popen, run_ids: list[str], until, on_change=None
+    instance: dg.DagsterInstance, tmp_path: Path, daemon: subprocess.Popen, run_ids: list[str], until
 ) -> list[tuple[str, ...]]:
-    """Poll the runs' statuses until `until(statuses)`; never two running at once. `on_change(statuses)` is called
-    on each new combination. Returns the history of status combinations."""
+    """Poll the runs' statuses until `until(statuses)`, asserting that never two run at once; returns the history
+    of their status combinations."""
     history: list[tuple[str, ...]] = []
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         statuses = tuple(instance.get_run_by_id(run_id).status.value for run_id in run_ids)
         if not history or history[-1] != statuses:
             history.append(statuses)
-            if on_change:
-                on_change(statuses)
         running = [s for s in statuses if dg.DagsterRunStatus(s) in RUNNING]
         assert len(running) <= 1, f"two runs executing at once: {history}\n{tail(tmp_path / 'daemon.log')}"
         if until(statuses):
