@@ -156,6 +156,7 @@ RUN_ROWS = [
     ("execution (s)", "execution_s"),
     ("events", "events"),
     ("observations", ("events_by_type", "ASSET_OBSERVATION")),
+    ("of which without partition", ("events_by_type", "ASSET_OBSERVATION without partition")),
     ("worker peak RSS (MiB)", "worker_python_peak_rss_mib"),
     ("worker JVM peak RSS (MiB)", "worker_jvm_peak_rss_mib"),
     ("instance after it (bytes)", "instance_bytes"),

@@ -26,6 +26,7 @@ READY_LINE = "Started Dagster code server"  # logged by `dagster api grpc` once 
 # `dagster api execute_run` when a launcher starts it as a command.
 WORKER_MARKS = (b"spawn_main", b"execute_run")
 STARTED_PROCESS = "Started process for run"  # the run worker's first event, before it loads the code location
+UNPARTITIONED = "ASSET_OBSERVATION without partition"  # counted within ASSET_OBSERVATION too
 RUN_ENDS = {t.value for t in (dg.DagsterEventType.RUN_SUCCESS, dg.DagsterEventType.RUN_FAILURE)} | {
     dg.DagsterEventType.RUN_CANCELED.value
 }
@@ -234,6 +235,9 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
             event = entry.dagster_event
             kind = event.event_type_value if event else "LOG_MESSAGE"
             counts[kind] += 1
+            observation = getattr(event.event_specific_data, "asset_observation", None) if event else None
+            if observation is not None and observation.partition is None:
+                counts[UNPARTITIONED] += 1  # a table's summary (the estate's tables are all partitioned)
             if event and event.event_type_value == "ENGINE_EVENT" and entry.message.startswith(STARTED_PROCESS):
                 marks.setdefault("process", entry.timestamp)
             elif kind == dg.DagsterEventType.RUN_START.value:
@@ -243,7 +247,8 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
         cursor = connection.cursor
         if not connection.has_more:
             break
-    return {"events": sum(counts.values()), "events_by_type": dict(counts.most_common()), "_marks": marks}
+    events = sum(n for kind, n in counts.items() if kind != UNPARTITIONED)
+    return {"events": events, "events_by_type": dict(counts.most_common()), "_marks": marks}
 
 
 def instance_bytes(home: Path, postgres_url: str | None) -> dict:
