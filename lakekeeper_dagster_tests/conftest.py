@@ -13,6 +13,10 @@ from spark_resources.session import local_hive_conf, start_spark_session
 
 _db_counter = itertools.count()
 
+# A developer's own PostgreSQL instance must not leak into the instances the tests install (test_postgres sets
+# its own URL where it wants one).
+os.environ.pop("DAGSTER_POSTGRES_URL", None)
+
 
 @pytest.fixture(scope="session")
 def metastore(tmp_path_factory) -> MetastoreServer:
