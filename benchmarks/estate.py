@@ -36,7 +36,9 @@ REPO = harness.REPO
 MODULE = "lakekeeper_dagster.definitions"
 INSTANCE_TEMPLATE = REPO / "lakekeeper_dagster" / "dagster_instance.yaml"
 BACKENDS = ("sqlite", "postgres")
-CLEARED_ENV = ("LAKEKEEPER_METASTORE_URI", "LAKEKEEPER_DEFINITIONS_STATE", "LAKEKEEPER_CONFIG", "DAGSTER_HOME")
+CLEARED_ENV = ("LAKEKEEPER_METASTORE_URI", "LAKEKEEPER_CONFIG", "DAGSTER_HOME")
+# The location's refresh from the metastore (it stores the managed tables as a new state version in the instance).
+REFRESH = f"{Path(sys.executable).parent / 'dg'} utils refresh-defs-state"
 
 
 def refresh_definitions_state(command: list[str], env: dict, log_file: Path) -> float | None:
@@ -201,9 +203,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--refresh-command",
         type=shlex.split,
-        default=[],
-        help="the location's refresh from the metastore, run before the code server starts, e.g. "
-        "'dg utils refresh-defs-state' (default: none, the code server's load reads the metastore)",
+        default=shlex.split(REFRESH),
+        help="the location's refresh from the metastore, run before the code server starts (default: "
+        "'dg utils refresh-defs-state'; '' for none)",
     )
     parser.add_argument("--module", default=MODULE, help="the code location's module")
     parser.add_argument("--build-only", action="store_true", help="build (or find) the estate and stop")
