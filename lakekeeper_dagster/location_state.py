@@ -26,13 +26,12 @@ import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig, config_path
 from lakekeeper_dagster.engine.hive.model import Column, TableInfo
-from lakekeeper_dagster.managed import ManagedTables
+from lakekeeper_dagster.managed import REFRESH_HOW, ManagedTables
 from spark_resources.metastore import parse_thrift_uri, port_is_open
 
 LOCATION_NAME = "lakekeeper_dagster"  # workspace.yaml and [tool.dg.project] code_location_name
 STATE_FORMAT = 1
 TUPLE_FIELDS = ("partition_columns", "bucket_columns", "sort_columns")
-REFRESH_HOW = "run refresh_tables_job (or `dg utils refresh-defs-state` in the project folder)"
 DOWN_TODO = (
     "the jobs stay available but fail until it answers. Start it (`lakekeeper-dagster metastore start` for the "
     "local one) or fix metastore.uri / LAKEKEEPER_METASTORE_URI, then reload the code location"

@@ -14,6 +14,9 @@ from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.selection import resolve_tables
 from spark_resources.metastore import MetastoreError, parse_thrift_uri, port_is_open
 
+# How a user makes the location read the metastore again (a reload rebuilds from the same stored state).
+REFRESH_HOW = "run refresh_tables_job (or `dg utils refresh-defs-state` in the project folder)"
+
 log = logging.getLogger(__name__)
 
 
@@ -52,7 +55,7 @@ def current_table(spark, info: TableInfo) -> TableInfo:
         raise CatalogError(
             f"table {info.qualified_name} changed since the code location loaded (partition columns "
             f"{list(info.partition_columns)} at {info.location} -> {list(now.partition_columns)} at {now.location}): "
-            "reload the code location (Deployment -> Reload) so its asset matches the table. Nothing was done"
+            f"{REFRESH_HOW}, so its asset matches the table. Nothing was done"
         )
     return now
 

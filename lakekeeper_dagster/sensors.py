@@ -1,6 +1,9 @@
 """file_count_sensor: compaction requested for the partitions whose newest observation crosses the thresholds, and
 again for those whose compaction the sensor requested failed (a partition that does not change is not observed
-again, so the failed run, not a new observation, brings it back)."""
+again, so the failed run, not a new observation, brings it back), at most MAX_RETRIES times in a row; a run that was
+cancelled is not requested again (someone stopped it). Partitions skipped because a run was working on them or
+their last compaction failed recently stay pending in the cursor until they can be requested (engine/plan/requests.py);
+a table's cursor restarts from the beginning of its observations when its min_files changes."""
 
 import hashlib
 import json
@@ -21,6 +24,10 @@ SENSOR_NAME = "file_count_sensor"
 TABLE_TAG = "lakekeeper/table"
 EXAMPLES = 5
 FETCH_PAGE = 10_000  # the most records the event log returns at once
+RETRY_TAG = "lakekeeper/retry"  # on a run requested again: how many times in a row its units were
+MAX_RETRIES = 3  # a sensor run failing after this many requests in a row is not requested again
+PENDING = "pending:"  # a cursor key: + a table: [[unit, observation storage id], ...] skipped (in flight, backing off)
+MIN_FILES = "min_files:"  # a cursor key: + a table: the min_files its cursor was read with
 RETRIED = "retried:"  # a cursor key: + the id of a failed run whose units were requested again (value: its end)
 RETRY_WINDOW_SECONDS = 7 * 24 * 3600  # a failed run older than this (plus the back-off) is not requested again
 
@@ -40,7 +47,6 @@ NOT_FINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
 ]
-NOT_COMPACTED = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 
 
 def run_units(
@@ -123,12 +129,13 @@ def _new_observations(instance: dg.DagsterInstance, key: dg.AssetKey, after: int
 
 
 def run_request(
-    run: RunPlan, info: TableInfo, translator: HiveTableTranslator, run_key: str | None = None
+    run: RunPlan, info: TableInfo, translator: HiveTableTranslator, run_key: str | None = None, retry: int = 0
 ) -> dg.RunRequest:
-    """One run of the table's compaction job over the planned partitions (one Spark session for all of them)."""
+    """One run of the table's compaction job over the planned partitions (one Spark session for all of them);
+    `retry`: how many times in a row these units are requested again (a tag on the run)."""
     key = translator.asset_key(info)
     job_name = translator.job_name(info)
-    tags = {TABLE_TAG: info.qualified_name}
+    tags = {TABLE_TAG: info.qualified_name} | ({RETRY_TAG: str(retry)} if retry else {})
     partitions = [p for p in run.partitions if p is not None]
     run_key = run_key or f"{info.qualified_name}:{len(partitions)}:{run.last_storage_id}"
     if not partitions:
@@ -184,11 +191,12 @@ def _failed_to_retry(
     backoff: int,
 ) -> tuple[dict[str, dict[str | None, dg.DagsterRun]], dict[str, int]]:
     """Per table, the units to request again, each with its failed run: runs the sensor requested (they carry its
-    table tag) that failed or were cancelled more than `backoff` s ago, not requested again yet (the cursor marks
-    them), and still each unit's last run; and the marks ({cursor key: end}) of those failed runs."""
+    table tag) that failed (not cancelled: someone stopped them) more than `backoff` s ago, requested fewer than
+    MAX_RETRIES times in a row (their retry tag), not requested again yet (the cursor marks them), and still each
+    unit's last run; and the marks ({cursor key: end}) of those failed runs."""
     ended = instance.get_run_records(
         dg.RunsFilter(
-            statuses=NOT_COMPACTED,
+            statuses=[dg.DagsterRunStatus.FAILURE],
             updated_after=datetime.fromtimestamp(now - backoff - RETRY_WINDOW_SECONDS, tz=timezone.utc),
             updated_before=datetime.fromtimestamp(now - backoff, tz=timezone.utc),
         )
@@ -196,7 +204,9 @@ def _failed_to_retry(
     due = {
         r.dagster_run.run_id: r
         for r in ended
-        if TABLE_TAG in r.dagster_run.tags and RETRIED + r.dagster_run.run_id not in cursor
+        if TABLE_TAG in r.dagster_run.tags
+        and RETRIED + r.dagster_run.run_id not in cursor
+        and retry_count(r.dagster_run) < MAX_RETRIES
     }
     if not due:
         return {}, {}
@@ -214,16 +224,21 @@ def _failed_to_retry(
     return retries, {RETRIED + run_id: int(r.update_timestamp.timestamp()) for run_id, r in due.items()}
 
 
+def retry_count(run: dg.DagsterRun) -> int:
+    """How many times in a row the sensor requested the run's units again (0: a first request, or not the sensor's)."""
+    return int(run.tags.get(RETRY_TAG, "0"))
+
+
 def _retry_runs(
     retries: dict[str, dict[str | None, dg.DagsterRun]],
     busy: dict[str, set],
     orders: dict[str, list[str]],
     room: int,
     per_run: int,
-) -> tuple[list[tuple[RunPlan, str]], set[str]]:
+) -> tuple[list[tuple[RunPlan, str, int]], set[str]]:
     """Runs over the units to request again (none being compacted or requested this tick: `busy`), at most `room`,
-    with their run keys (from the failed runs and the units: the daemon launches one run per key); and the tables
-    left for a later tick."""
+    with their run keys (from the failed runs and the units: the daemon launches one run per key) and retry counts;
+    and the tables left for a later tick."""
     runs, deferred = [], set()
     for name, units in sorted(retries.items()):
         position = {p: i for i, p in enumerate(orders.get(name, []))}
@@ -235,7 +250,8 @@ def _retry_runs(
                 break
             failed = sorted({units[u].run_id for u in chunk})
             digest = hashlib.sha256(json.dumps([failed, chunk]).encode()).hexdigest()[:16]
-            runs.append((RunPlan(name, chunk, 0), f"{name}:{len(chunk)}:retry-{digest}"))
+            retry = 1 + max(retry_count(units[u]) for u in chunk)
+            runs.append((RunPlan(name, chunk, 0), f"{name}:{len(chunk)}:retry-{digest}", retry))
     return runs, deferred
 
 
@@ -264,7 +280,14 @@ def build_file_count_sensor(
     )
     def file_count_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         instance = context.instance
-        cursor = {k: int(v) for k, v in json.loads(context.cursor or "{}").items()}
+        stored = json.loads(context.cursor or "{}")
+        pending = {k[len(PENDING) :]: {u: i for u, i in v} for k, v in stored.items() if k.startswith(PENDING)}
+        cursor = {k: int(v) for k, v in stored.items() if not k.startswith(PENDING)}
+        for name, info in by_name.items():  # a changed min_files reads the table's observations again
+            min_files = settings.min_files_for(info.database, info.name)
+            if cursor.get(MIN_FILES + name, min_files) != min_files:
+                cursor.pop(name, None)
+            cursor[MIN_FILES + name] = min_files
         now, backoff = time.time(), thresholds.failure_backoff_seconds
         active = _runs_by_table(list(instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED))), tables, translator)
         cutoff = datetime.fromtimestamp(now - backoff, tz=timezone.utc)
@@ -275,12 +298,16 @@ def build_file_count_sensor(
         orders: dict[str, list[str]] = {}
         in_flight: dict[str, set[str | None]] = {}
         failures: dict[str, dict[str | None, dg.DagsterRun]] = {}
+        settled: dict[str, set[str | None]] = {}  # compacted, or the sensor's failed run: the retries request it
         for name in set(active) | set(finished) | set(retries):
             info = by_name[name]
             orders[name] = order = _order(instance, info, translator)
             in_flight[name] = set().union(*[run_units(r, info, order, translator) for r in active.get(name, [])])
             last_outcome = _last_outcomes(finished.get(name, []), info, order, translator)
             failures[name] = {u: r for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.FAILURE}
+            settled[name] = {
+                u for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.SUCCESS or TABLE_TAG in r.tags
+            }
         budget = thresholds.max_observations_per_tick
         states = []
         for name, info in by_name.items():
@@ -288,7 +315,7 @@ def build_file_count_sensor(
                 break
             key = translator.asset_key(info)
             newest, to_read = _newest_to_read(instance, key, cursor.get(name))
-            if newest is None:
+            if newest is None and not pending.get(name):
                 continue
             records = _new_observations(instance, key, cursor.get(name), budget) if to_read else []
             budget -= len(records)
@@ -303,6 +330,8 @@ def build_file_count_sensor(
                     in_flight=in_flight.get(name, set()),
                     backed_off=set(failures.get(name, {})),
                     read_up_to=records[-1].storage_id if records else newest,
+                    pending=pending.get(name, {}),
+                    settled=settled.get(name, set()),
                 )
             )
         plan = plan_tick(states, cursor, thresholds.max_runs_per_tick, thresholds.max_partitions_per_run)
@@ -329,13 +358,13 @@ def build_file_count_sensor(
             context.log.info(
                 f"{run.table}: requesting compaction of {len(run.partitions)} unit(s): {_named(run.partitions)}"
             )
-        for run, run_key in retried:
+        for run, run_key, retry in retried:
             failed = sorted({retries[run.table][u].run_id[:8] for u in run.partitions})
             context.log.info(
                 f"{run.table}: requesting again {len(run.partitions)} unit(s) whose last compaction (run "
                 f"{', '.join(failed)}) failed or was cancelled more than {backoff} s ago: {_named(run.partitions)}"
             )
-            requests.append(run_request(run, by_name[run.table], translator, run_key))
+            requests.append(run_request(run, by_name[run.table], translator, run_key, retry))
         waiting = {RETRIED + r.run_id for name in deferred for r in retries[name].values()}
         horizon = now - backoff - RETRY_WINDOW_SECONDS
         new_cursor = {
@@ -343,6 +372,8 @@ def build_file_count_sensor(
             for k, v in {**plan.cursor, **marks}.items()
             if k not in waiting and not (k.startswith(RETRIED) and v < horizon)
         }
+        pending |= {state.table: plan.pending.get(state.table, {}) for state in states}
+        new_cursor |= {PENDING + name: sorted(units.items(), key=str) for name, units in pending.items() if units}
         cursor_text = json.dumps(new_cursor, sort_keys=True)
         if not requests:
             return dg.SensorResult(skip_reason="no new observation over the thresholds", cursor=cursor_text)

@@ -270,6 +270,6 @@ def test_a_run_on_definitions_older_than_the_table_refuses_and_changes_nothing(
     assert not run.success
     message = run.failure_data_for_node(f"hive__{database}__t").user_failure_data.description
     assert f"table {database}.t changed since the code location loaded" in message
-    assert "reload the code location" in message
+    assert "run refresh_tables_job (or `dg utils refresh-defs-state`" in message
     assert rows_of(spark, f"{database}.t") == before
     assert {d.name: len(data_files(d)) for d in sorted((data_dir / "t2").iterdir()) if d.is_dir()} == files

@@ -11,7 +11,7 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.model import partition_clause
 from lakekeeper_dagster.observations import OBSERVE_JOB
-from lakekeeper_dagster.sensors import SENSOR_NAME, TABLE_TAG, execute_request
+from lakekeeper_dagster.sensors import MAX_RETRIES, RETRY_TAG, SENSOR_NAME, TABLE_TAG, execute_request
 from lakekeeper_dagster_tests.engine.test_keep_large import P1, P2, identity, mixed_table
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
@@ -238,6 +238,82 @@ def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, dat
         assert [len(data_files(tables / "ev" / p)) for p in NAMES] == [1, 3, 1, 3]
         assert rows_of(spark, f"{database}.ev") == before
         assert tick(again, instance, retry_tick.cursor).run_requests == []
+
+
+def partitions_of(request: dg.RunRequest, database: str) -> list[str]:
+    return request.run_config["ops"][f"hive__{database}__ev"]["config"]["partitions"]
+
+
+def test_partitions_skipped_for_a_run_are_requested_once_it_ends_without_compacting_them(
+    spark, metastore, database, tables, monkeypatch
+):
+    """Whoever launched the run a partition waited for (here by hand, no sensor tag), the partition comes back once
+    that run ended without compacting it and its back-off is over, with no new observation."""
+    defs = definitions(spark, metastore, database)
+    key = asset_key(database, "ev")
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        backfill = instance.create_run_for_job(
+            job_def=defs.resolve_job_def(job_name(database, "ev")),
+            status=dg.DagsterRunStatus.NOT_STARTED,
+            asset_selection=frozenset([key]),
+        )
+        first = tick(defs, instance)
+        assert first.run_requests == []  # the whole table is in flight
+        instance.report_run_canceled(backfill)
+        observations = stored(instance, database)
+        cancelled = tick(defs, instance, first.cursor)
+        (request,) = cancelled.run_requests
+        assert partitions_of(request, database) == [NAMES[0], NAMES[2]] and stored(instance, database) == observations
+
+        # A hand-launched run of the first partition fails for real: it is backed off, the other one requested.
+        before = rows_of(spark, f"{database}.ev")
+        monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-staged-file")
+        hand = dg.RunRequest(job_name=job_name(database, "ev"), asset_selection=[key], partition_key=NAMES[0])
+        assert not execute_request(defs, instance, hand).success
+        monkeypatch.delenv("LAKEKEEPER_FAULT")
+        assert rows_of(spark, f"{database}.ev") == before
+        backing_off = tick(defs, instance, first.cursor)
+        assert [partitions_of(r, database) for r in backing_off.run_requests] == [[NAMES[2]]]
+        assert tick(defs, instance, backing_off.cursor).run_requests == []  # still backing off
+        again = definitions(spark, metastore, database, failure_backoff_seconds=0)  # the back-off is over
+        (retry,) = tick(again, instance, backing_off.cursor).run_requests
+        assert partitions_of(retry, database) == [NAMES[0]] and stored(instance, database) == observations
+
+
+def test_a_changed_min_files_reads_the_tables_observations_again(spark, metastore, database, tables):
+    with dg.instance_for_test() as instance:
+        run_observation(definitions(spark, metastore, database), instance)
+        strict = tick(definitions(spark, metastore, database, min_files=8), instance)
+        assert strict.run_requests == []  # 7 files < 8
+        (request,) = tick(definitions(spark, metastore, database, min_files=7), instance, strict.cursor).run_requests
+        assert partitions_of(request, database) == [NAMES[0], NAMES[2]]
+
+
+def test_sensor_retries_are_capped_and_a_cancelled_run_is_not_requested_again(spark, metastore, database, tables):
+    defs = definitions(spark, metastore, database, failure_backoff_seconds=0)
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        first = tick(defs, instance)
+        (request,) = first.run_requests
+
+        def ended(tags: dict, cancelled: bool = False) -> None:
+            run = instance.create_run_for_job(
+                job_def=defs.resolve_job_def(request.job_name),
+                run_config=request.run_config,
+                tags={**request.tags, **tags},
+                status=dg.DagsterRunStatus.NOT_STARTED,
+                asset_selection=frozenset(request.asset_selection),
+            )
+            (instance.report_run_canceled if cancelled else instance.report_run_failed)(run)
+
+        ended({RETRY_TAG: str(MAX_RETRIES - 1)})
+        (retry,) = tick(defs, instance, first.cursor).run_requests
+        assert partitions_of(retry, database) == [NAMES[0], NAMES[2]] and retry.tags[RETRY_TAG] == str(MAX_RETRIES)
+        ended(dict(retry.tags))  # the last retry fails too: not requested again
+        assert tick(defs, instance, first.cursor).run_requests == []
+        ended({}, cancelled=True)  # a first run someone cancelled: not requested again
+        assert tick(defs, instance, first.cursor).run_requests == []
 
 
 def test_observe_sensor_compact_observe_again(spark, metastore, database, tables):

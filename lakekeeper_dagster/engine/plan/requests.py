@@ -1,7 +1,15 @@
 """Which observed partitions to compact next, grouped into few runs: pure Python, no Dagster, no Spark.
 
-The sensor feeds it the observations that are new since its cursor, the partitions runs are already working on,
-and the partitions whose last compaction failed recently; it returns the runs to request and the next cursor.
+The sensor feeds it the observations that are new since its cursor, the units it skipped on earlier ticks (pending),
+the partitions runs are already working on, and the partitions whose last compaction failed recently; it returns the
+runs to request, the next cursor and the units still pending.
+
+Pending units: a unit whose observation wants compaction but that a run is already working on ("in flight"), or
+whose last compaction failed recently ("backing off"), is kept with its observation's storage id in the sensor's
+cursor (per table), and checked again every tick without re-reading the event log: it is requested once no run works
+on it and its back-off is over, whoever launched the run it waited for (a backfill, a hand-launched run, the sensor),
+unless that run compacted it (`settled`) or a newer observation of the unit says otherwise. The cursor itself moves
+past its observation, so a long-running backfill does not make every tick read the same records again.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ class TableState:
     in_flight: set[str | None] = field(default_factory=set)
     backed_off: set[str | None] = field(default_factory=set)
     read_up_to: int | None = None  # the newest storage id read (records that are not file counts included)
+    pending: dict[str | None, int] = field(default_factory=dict)  # units skipped earlier -> their observation's id
+    settled: set[str | None] = field(default_factory=set)  # pending units a finished run compacted or retries
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class TickPlan:
     in_flight: dict[str, list[str | None]] = field(default_factory=dict)
     backed_off: dict[str, list[str | None]] = field(default_factory=dict)
     deferred: dict[str, int] = field(default_factory=dict)  # table -> units left for a later tick (run cap)
+    pending: dict[str, dict[str | None, int]] = field(default_factory=dict)  # table -> in flight/backed off units
 
 
 def latest_per_unit(observations: list[Observed]) -> dict[str | None, Observed]:
@@ -65,6 +76,8 @@ def plan_tick(states: list[TableState], cursor: dict[str, int], max_runs: int, m
     A unit is requested when its newest observation needs compaction and has at least the table's `min_files`
     files, unless a run is already working on it or its last compaction failed recently. Units a capped tick
     could not request move the table's cursor back to just before their observations, so the next tick sees them.
+    Units in flight or backed off are kept in `pending` (see the module's docstring); a pending unit with no newer
+    observation is a candidate again, unless `settled`.
     """
     plan = TickPlan(cursor=dict(cursor))
     for state in states:
@@ -73,13 +86,19 @@ def plan_tick(states: list[TableState], cursor: dict[str, int], max_runs: int, m
             plan.cursor[state.table] = max(newest, cursor.get(state.table, 0))
         position = {name: index for index, name in enumerate(state.partition_order)}
         wanted: list[Observed] = []
-        for unit, observed in latest_per_unit(state.observations).items():
+        latest = latest_per_unit(state.observations)
+        for unit, storage_id in state.pending.items():
+            if unit not in latest and unit not in state.settled:
+                latest[unit] = Observed(unit, storage_id, state.min_files, True)
+        for unit, observed in latest.items():
             if not observed.needs_compaction or observed.file_count < state.min_files:
                 continue
             if unit in state.in_flight:
                 plan.in_flight.setdefault(state.table, []).append(unit)
+                plan.pending.setdefault(state.table, {})[unit] = observed.storage_id
             elif unit in state.backed_off:
                 plan.backed_off.setdefault(state.table, []).append(unit)
+                plan.pending.setdefault(state.table, {})[unit] = observed.storage_id
             elif unit is None or unit in position:  # a partition gone since it was observed is not requested
                 wanted.append(observed)
         wanted.sort(key=lambda o: position.get(o.partition, -1))
