@@ -3,15 +3,17 @@ run (its partitions, files, small files, backlog and bytes, numeric: the UI plot
 
 What was recorded last is a *fingerprint* per table in the instance's key-value store (`run_storage` cursor values,
 the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
-[files, bytes, small files, needs compaction]. One read for every table at the start of a run and one write at its
-end, instead of the event log's newest observation of each partition (17,520 records a table to read and
-deserialize each run at the estate). It never claims more than the event log holds:
+[files, bytes, small files, needs compaction]. Read and written a table at a time (memory: the largest table's
+fingerprint, besides the run's listing), instead of the event log's newest observation of each partition (17,520
+records a table to read and deserialize each run at the estate). It never claims more than the event log holds:
 
-- it is written only after every observation of the run was yielded (Dagster stores an event before the op
-  resumes), so a run that fails or dies before the end leaves the previous fingerprint, and the next run records
-  every partition that changed since then again (a duplicate observation at worst, never a missed one);
-- a run that overlapped another run of this job does not write it (which run's observation of a partition is the
-  newest in the event log is then unknown); the next run compares with the older fingerprint and records again;
+- a table's is written only after every observation of that table was yielded (Dagster stores an event before the
+  op resumes), so a run that fails or dies before it leaves that table's previous fingerprint, and the next run
+  records every partition that changed since then again (a duplicate observation at worst, never a missed one);
+- a run that overlapped another run of this job stops writing from then on (which run's observation of a partition
+  is the newest in the event log is then unknown); the next run compares with the older fingerprint and records
+  again. `observe_partitions_schedule` does not start a run while one of the job is queued or running, so a run
+  longer than the cron does not make the next ones overlap it (only a run launched by hand can);
 - a fingerprint is ignored when the instance holds no event of the table's asset (wiped), so every partition is
   recorded again.
 
@@ -47,6 +49,7 @@ SUMMARY = "summary"  # KIND of a table's summary observation
 BACKLOG = "backlog"
 FINGERPRINT_KEY = "lakekeeper/observed/"  # + the asset key: the table's fingerprint in the key-value store
 EXECUTING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+UNFINISHED = [*EXECUTING, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 
 
 def observation_metadata(plan: UnitPlan) -> dict:
@@ -90,12 +93,13 @@ def fingerprint(plan: UnitPlan) -> list:
     return [plan.file_count, plan.total_bytes, plan.small_files, plan.needs_compaction]
 
 
-def read_fingerprints(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> dict[dg.AssetKey, str]:
-    """The fingerprint last written for each asset, as stored (JSON: unit name, "" for an unpartitioned table ->
-    figures; parsed a table at a time); none for an asset the instance holds no event of."""
-    known = {record.asset_entry.asset_key for record in instance.get_asset_records(keys)}
-    names = {FINGERPRINT_KEY + key.to_user_string(): key for key in keys if key in known}
-    return {names[name]: value for name, value in instance.run_storage.get_cursor_values(set(names)).items()}
+def read_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, list]:
+    """The fingerprint last written for the asset (unit name, "" for an unpartitioned table -> figures); empty when
+    none was, or the instance holds no event of the asset."""
+    if not instance.get_asset_records([key]):
+        return {}
+    name = FINGERPRINT_KEY + key.to_user_string()
+    return json.loads(instance.run_storage.get_cursor_values({name}).get(name, "{}"))
 
 
 def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -133,13 +137,11 @@ def build_observe_job(
         with engine_failures():
             what = f"observe {len(tables)} table(s)"
             listing = list_directories(session, locations, what, thresholds.min_file_bytes)
-        keys = {info.qualified_name: translator.asset_key(info) for info in observed}
-        last = read_fingerprints(instance, list(keys.values()))
-        written: dict[str, str] = {}
+        overlapped: list[str] = []
         for info in observed:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
-            key = keys[info.qualified_name]
-            before, now, changed = json.loads(last.pop(key, "{}")), {}, 0
+            key = translator.asset_key(info)
+            before, now, changed = read_fingerprint(instance, key), {}, 0
             for plan in plans:
                 now[plan.partition or ""] = figures = fingerprint(plan)
                 if before.get(plan.partition or "") != figures:
@@ -149,22 +151,22 @@ def build_observe_job(
                     )
             summary = summary_metadata(plans)
             yield dg.AssetObservation(asset_key=key, metadata=summary)
-            written[FINGERPRINT_KEY + key.to_user_string()] = json.dumps(now, separators=(",", ":"))
+            fail_point("observations_recorded")
+            overlapped = overlapped or overlapping_runs(instance, context.run_id)
+            if not overlapped:
+                text = json.dumps(now, separators=(",", ":"))
+                instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): text})
             missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]
             context.log.info(
                 f"{info.qualified_name}: {len(plans)} unit(s) listed, {changed} changed and recorded, "
                 f"{summary[BACKLOG]} need compaction, {summary['files']} data files"
                 + (f"; location missing for {len(missing)}: {', '.join(missing[:5])}" if missing else "")
             )
-        fail_point("observations_recorded")
-        others = overlapping_runs(instance, context.run_id)
-        if others:
+        if overlapped:
             context.log.warning(
-                f"another observation run overlapped this one ({', '.join(r[:8] for r in others)}): what was "
-                "recorded is not kept as the last figures, the next run compares with the previous ones"
+                f"another observation run overlapped this one ({', '.join(r[:8] for r in overlapped)}): what was "
+                "recorded from then on is not kept as the last figures, the next run compares with the previous ones"
             )
-        else:
-            instance.run_storage.set_cursor_values(written)
 
     @dg.job(
         name=OBSERVE_JOB,
@@ -179,10 +181,19 @@ def build_observe_job(
 
 
 def observe_schedule(job: dg.JobDefinition, settings: LakekeeperConfig) -> dg.ScheduleDefinition:
-    """The observation job on `observation.cron_schedule`; off until turned on."""
-    return dg.ScheduleDefinition(
+    """The observation job on `observation.cron_schedule`, skipped while a run of it is queued or running (runs of
+    the job never overlap by the schedule: each keeps its figures); off until turned on."""
+
+    @dg.schedule(
         name="observe_partitions_schedule",
         job=job,
         cron_schedule=settings.observation.cron_schedule,
         default_status=dg.DefaultScheduleStatus.STOPPED,
     )
+    def observe_partitions_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        running = context.instance.get_runs(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=UNFINISHED), limit=1)
+        if running:
+            return dg.SkipReason(f"observation run {running[0].run_id[:8]} is not finished: not started again")
+        return dg.RunRequest()
+
+    return observe_partitions_schedule
