@@ -8,7 +8,6 @@ from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.hive.catalog import list_partitions
 from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name, validated_name, validated_partition
 from lakekeeper_dagster.engine.hive.selection import resolve_tables
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
@@ -24,7 +23,7 @@ from lakekeeper_dagster.location_state import (
     state_key,
     store_state,
 )
-from lakekeeper_dagster.managed import load_managed_tables
+from lakekeeper_dagster.managed import current_units, load_managed_tables
 from lakekeeper_dagster.partitions import sync_partitions
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
@@ -146,10 +145,14 @@ def build_jobs(
 
     @dg.op
     def sync_hive_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource) -> None:
-        """Add new Hive partitions as dynamic partitions and remove the ones gone from the metastore."""
+        """Add new Hive partitions as dynamic partitions and remove the ones gone from the metastore (a table dropped
+        or changed since the location loaded is skipped with a warning, as the observation job does)."""
+        with engine_failures():
+            units = current_units(spark.spark_session, partitioned, context.log.warning)
         for info in partitioned:
-            with engine_failures():
-                hive = [p.partition for p in list_partitions(spark.spark_session, info)]
+            if info.qualified_name not in units:
+                continue
+            hive = [unit.partition for unit in units[info.qualified_name]]
             added, removed = sync_partitions(context.instance, translator.partitions_def_name(info), hive)
             context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
 

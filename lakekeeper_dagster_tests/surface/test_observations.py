@@ -316,6 +316,32 @@ def test_sensor_retries_are_capped_and_a_cancelled_run_is_not_requested_again(sp
         assert tick(defs, instance, first.cursor).run_requests == []
 
 
+def test_the_schedule_does_not_start_an_observation_run_while_one_is_not_finished(spark, metastore, database, tables):
+    defs = definitions(spark, metastore, database)
+    schedule = defs.get_schedule_def("observe_partitions_schedule")
+    with dg.instance_for_test() as instance:
+        running = instance.create_run_for_job(job_def=defs.get_job_def(OBSERVE_JOB), status=dg.DagsterRunStatus.STARTED)
+        with dg.build_schedule_context(instance=instance) as context:
+            skipped = schedule(context)
+        assert isinstance(skipped, dg.SkipReason) and running.run_id[:8] in skipped.skip_message
+        instance.report_run_failed(running)
+        with dg.build_schedule_context(instance=instance) as context:
+            assert isinstance(schedule(context), dg.RunRequest)
+        # The run it starts overlaps no other: its figures are kept, the next run records nothing.
+        assert len(run_observation(defs, instance)) == 5
+        assert run_observation(defs, instance) == {}
+
+
+def test_sync_partitions_skips_a_dropped_table(spark, metastore, database, tables, capfd):
+    make_table(spark, database, "gone", tables / "gone", partitions=DAYS[:1], files=1)
+    defs = definitions(spark, metastore, database)
+    spark.sql(f"DROP TABLE `{database}`.`gone`")
+    with dg.instance_for_test() as instance:
+        assert defs.get_job_def("sync_partitions_job").execute_in_process(instance=instance).success
+        assert instance.get_dynamic_partitions(partitions_def_name(database, "ev")) == NAMES
+    assert f"{database}.gone skipped" in capfd.readouterr().err
+
+
 def test_observe_sensor_compact_observe_again(spark, metastore, database, tables):
     """End to end: many small files -> observation -> sensor -> the requested run -> observed below threshold."""
     defs = definitions(spark, metastore, database, max_partitions_per_run=1, max_runs_per_tick=1)
