@@ -341,7 +341,10 @@ def build_file_count_sensor(
         room = thresholds.max_runs_per_tick - len(plan.runs)
         retried, deferred = _retry_runs(retries, busy, orders, room, thresholds.max_partitions_per_run)
         for name, units in plan.in_flight.items():
-            context.log.info(f"{name}: already being compacted or requested, not requested again: {_named(units)}")
+            context.log.info(
+                f"{name}: already being compacted or requested, requested again if that run ends without "
+                f"compacting them: {_named(units)}"
+            )
         for name, failed in sorted(failures.items()):
             if failed:
                 runs = sorted({r.run_id[:8] for r in failed.values()})

@@ -199,7 +199,10 @@ def test_in_flight_and_failed_partitions_are_not_requested(spark, metastore, dat
         capfd.readouterr()
         assert tick(defs, instance).run_requests == []  # every observation read again: the partitions are in flight
         log = capfd.readouterr().err
-        assert "already being compacted or requested, not requested again: date=2024-02-01, date=2024-02-03" in log
+        assert (
+            "already being compacted or requested, requested again if that run ends without compacting them: "
+            "date=2024-02-01, date=2024-02-03"
+        ) in log
 
         # The run fails for real: verification finds a staged file missing, nothing is swapped.
         instance.delete_run(pending.run_id)
