@@ -21,7 +21,7 @@ from lakekeeper_dagster.assets import build_table_asset
 from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.jobs import build_jobs, build_refresh_job, cleanup_schedule, compaction_job, refresh_schedule
-from lakekeeper_dagster.location_state import LocationState, register_pool_limits
+from lakekeeper_dagster.location_state import LocationState
 from lakekeeper_dagster.managed import ManagedTables, load_managed_tables
 from lakekeeper_dagster.observations import OBSERVE_JOB, build_observe_job, observe_schedule
 from lakekeeper_dagster.partition_sensor import build_partitions_sensor
@@ -92,14 +92,6 @@ def definitions_from_state(
         resources={"spark": code_location_resource(resource or spark_resource_for(config))},
         executor=dg.in_process_executor,
     )
-
-
-def register_pools(instance: dg.DagsterInstance, definitions: dg.Definitions) -> list[str]:
-    """Give every table's pool of `definitions` its limit row (see `register_pool_limits`); returns the pools added.
-    The code location does it when it stores a state (the component's refresh, refresh_tables_job): a table enters
-    the definitions only through a stored state, so its pool has its row before any of its runs can be queued."""
-    pools = {a.op.pool for a in definitions.assets if isinstance(a, dg.AssetsDefinition) and a.op.pool}
-    return register_pool_limits(instance, pools)
 
 
 @dg.definitions

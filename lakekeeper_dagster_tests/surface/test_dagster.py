@@ -8,7 +8,7 @@ import pytest
 from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
 from lakekeeper_dagster.config import load_config, parse_config
-from lakekeeper_dagster.definitions import build_definitions, register_pools, spark_resource_for
+from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.location_state import store_state
 from lakekeeper_dagster.managed import load_managed_tables
@@ -188,19 +188,22 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
 
 def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
     from lakekeeper_dagster.instance_settings import install_instance_settings
+    from lakekeeper_dagster.location_state import register_pool_limits
 
     install_instance_settings(tmp_path)
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         pools = instance.get_concurrency_config().pool_config
         assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
-        # Loading the code location registers each table's pool, so the first queue tick already enforces it.
-        assert register_pools(instance, location) == [f"lakekeeper/{database}.ev", f"lakekeeper/{database}.flat"]
+        # Storing the state registers each table's pool, so the first queue tick already enforces it.
+        table_pools = {a.op.pool for a in location.assets if isinstance(a, dg.AssetsDefinition) and a.op.pool}
+        added = register_pool_limits(instance, table_pools)
+        assert added == [f"lakekeeper/{database}.ev", f"lakekeeper/{database}.flat"]
         assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {
             f"lakekeeper/{database}.ev": 1,
             f"lakekeeper/{database}.flat": 1,
         }
-        assert register_pools(instance, location) == []
+        assert register_pool_limits(instance, table_pools) == []
     assert location.get_assets_def(asset_key(database, "ev")).op.pool == f"lakekeeper/{database}.ev"
 
 
