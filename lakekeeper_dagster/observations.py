@@ -163,7 +163,7 @@ def build_observe_job(
                 f"another observation run overlapped this one ({', '.join(r[:8] for r in others)}): what was "
                 "recorded is not kept as the last figures, the next run compares with the previous ones"
             )
-        else:
+        elif written:  # 0 tables: nothing to keep (SQLite's storage fails on an empty update)
             instance.run_storage.set_cursor_values(written)
 
     @dg.job(
