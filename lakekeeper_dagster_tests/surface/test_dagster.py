@@ -13,7 +13,7 @@ from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.location_state import store_state
 from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
-from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, partitions_def_name
+from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
 
 
@@ -142,12 +142,14 @@ def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
     assert rows_of(spark, table) == before
 
 
-def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, database, data_dir, tmp_path):
-    """`dagster definitions validate` and `dagster asset materialize` in a subprocess, on the YAML config (and the
-    managed tables' state stored in the instance, as refresh_tables_job stores it)."""
+def test_dagster_cli_validates_and_launches_a_partition(spark, metastore, database, data_dir, tmp_path):
+    """`dagster definitions validate` and `dagster job launch` (the CLI way to compact a partition: its code server
+    pins the newest stored state, as refresh_tables_job stores it) in a subprocess, on the YAML config."""
+    import json
     import os
     import subprocess
     import sys
+    import time
 
     import yaml
 
@@ -165,6 +167,10 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
+    # Runs start at once (no daemon here): DefaultRunCoordinator, then DefaultRunLauncher.
+    (home / "dagster.yaml").write_text(
+        "run_coordinator:\n  module: dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n"
+    )
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(partitions_def_name(database, "cli"), ["date=2024-01-02"])
         settings = load_config(str(config))
@@ -178,9 +184,17 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
 
     validate = dagster("definitions", "validate")
     assert validate.returncode == 0, validate.stderr[-3000:]
-    run = dagster("asset", "materialize", "--select", f"hive/{database}/cli", "--partition", "date=2024-01-02")
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "row_count_preserved' on " in run.stderr and "passed" in run.stderr
+    tags = json.dumps({"dagster/partition": "date=2024-01-02"})
+    launched = dagster("job", "launch", "-j", job_name(database, "cli"), "--tags", tags)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        deadline = time.monotonic() + 240
+        while not (runs := [r for r in instance.get_runs() if r.status in FINISHED]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS]
+        checks = [e.dagster_event.event_specific_data for e in instance.all_logs(runs[0].run_id) if e.is_dagster_event]
+        checks = {c.check_name: c.passed for c in checks if isinstance(c, dg.AssetCheckEvaluation)}
+        assert checks[ROW_COUNT] is True
     assert len(data_files(data_dir / "date=2024-01-02")) == 1
     assert len(data_files(data_dir / "date=2024-01-01")) == 3
     assert rows_of(spark, f"{database}.cli") == before
