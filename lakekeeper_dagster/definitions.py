@@ -43,12 +43,13 @@ def spark_resource_for(config: LakekeeperConfig, **overrides) -> HiveSparkResour
     )
 
 
-def read_managed_tables(config: LakekeeperConfig) -> ManagedTables:
-    """The managed tables as the metastore lists them now, through the runs' own resource (its Kerberos login
-    included); the session it starts is stopped afterwards. No session at all when the config selects no table."""
+def read_managed_tables(config: LakekeeperConfig, resource: HiveSparkResource | None = None) -> ManagedTables:
+    """The managed tables as the metastore lists them now, through `resource` (default: the runs' own resource, its
+    Kerberos login included); the session it starts is stopped afterwards. No session at all when the config selects
+    no table."""
     if not config.tables.databases and not config.tables.tables:
         return ManagedTables()
-    with dg.build_resources({"spark": spark_resource_for(config)}) as resources:
+    with dg.build_resources({"spark": resource or spark_resource_for(config)}) as resources:
         return load_managed_tables(resources.spark.spark_session, config)
 
 
@@ -56,8 +57,8 @@ def build_definitions(
     config: LakekeeperConfig, spark=None, resource: HiveSparkResource | None = None
 ) -> dg.Definitions:
     """The definitions for the tables the config manages as the metastore lists them now: read through `spark` when
-    given, else through `read_managed_tables` (the code location itself builds from its stored state instead)."""
-    managed = load_managed_tables(spark, config) if spark is not None else read_managed_tables(config)
+    given, else through `read_managed_tables` with `resource` (the code location builds from its stored state)."""
+    managed = load_managed_tables(spark, config) if spark is not None else read_managed_tables(config, resource)
     return definitions_from_state(config, LocationState(managed, read_at=None), resource)
 
 

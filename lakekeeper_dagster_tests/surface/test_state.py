@@ -23,6 +23,7 @@ from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.observations import OBSERVE_JOB
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.tables import REPO, make_table
+from spark_resources.errors import ResourceError
 from spark_resources.metastore import free_port
 
 BIN = Path(sys.executable).parent
@@ -117,6 +118,14 @@ def test_a_state_from_another_metastore_or_not_downloadable_is_said_on_every_job
         assert notice.startswith("the stored state of the managed tables cannot be read from this instance's defs ")
         assert "set defs_state_storage in dagster.yaml to a base_path every host reads" in notice
         assert asset_names(instance) == []
+
+
+def test_build_definitions_reads_the_tables_through_the_resource_it_is_given(database, location):
+    """A Kerberized resource passed in (its principal, here without its keytab) is the one the read goes through."""
+    config = load_config()
+    resource = spark_resource_for(config, principal="lakekeeper@EXAMPLE.COM", stop_at_teardown=False)
+    with pytest.raises(ResourceError, match="keytab is not set"):
+        build_definitions(config, resource=resource)
 
 
 def test_new_and_dropped_tables_appear_after_the_refresh_job(spark, database, data_dir, location):
