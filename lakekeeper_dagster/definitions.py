@@ -21,7 +21,7 @@ from lakekeeper_dagster.assets import build_table_asset
 from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.jobs import build_jobs, build_refresh_job, cleanup_schedule, compaction_job, refresh_schedule
-from lakekeeper_dagster.location_state import LocationState, register_pool_limits
+from lakekeeper_dagster.location_state import LocationState
 from lakekeeper_dagster.managed import ManagedTables, load_managed_tables
 from lakekeeper_dagster.observations import OBSERVE_JOB, build_observe_job, observe_schedule
 from lakekeeper_dagster.partition_sensor import build_partitions_sensor
@@ -43,12 +43,13 @@ def spark_resource_for(config: LakekeeperConfig, **overrides) -> HiveSparkResour
     )
 
 
-def read_managed_tables(config: LakekeeperConfig) -> ManagedTables:
-    """The managed tables as the metastore lists them now, through the runs' own resource (its Kerberos login
-    included); the session it starts is stopped afterwards. No session at all when the config selects no table."""
+def read_managed_tables(config: LakekeeperConfig, resource: HiveSparkResource | None = None) -> ManagedTables:
+    """The managed tables as the metastore lists them now, through `resource` (default: the runs' own resource, its
+    Kerberos login included); the session it starts is stopped afterwards. No session at all when the config selects
+    no table."""
     if not config.tables.databases and not config.tables.tables:
         return ManagedTables()
-    with dg.build_resources({"spark": spark_resource_for(config)}) as resources:
+    with dg.build_resources({"spark": resource or spark_resource_for(config)}) as resources:
         return load_managed_tables(resources.spark.spark_session, config)
 
 
@@ -56,8 +57,8 @@ def build_definitions(
     config: LakekeeperConfig, spark=None, resource: HiveSparkResource | None = None
 ) -> dg.Definitions:
     """The definitions for the tables the config manages as the metastore lists them now: read through `spark` when
-    given, else through `read_managed_tables` (the code location itself builds from its stored state instead)."""
-    managed = load_managed_tables(spark, config) if spark is not None else read_managed_tables(config)
+    given, else through `read_managed_tables` with `resource` (the code location builds from its stored state)."""
+    managed = load_managed_tables(spark, config) if spark is not None else read_managed_tables(config, resource)
     return definitions_from_state(config, LocationState(managed, read_at=None), resource)
 
 
@@ -92,14 +93,6 @@ def definitions_from_state(
         resources={"spark": code_location_resource(resource or spark_resource_for(config))},
         executor=dg.in_process_executor,
     )
-
-
-def register_pools(instance: dg.DagsterInstance, definitions: dg.Definitions) -> list[str]:
-    """Give every table's pool of `definitions` its limit row (see `register_pool_limits`); returns the pools added.
-    The code location does it when it stores a state (the component's refresh, refresh_tables_job): a table enters
-    the definitions only through a stored state, so its pool has its row before any of its runs can be queued."""
-    pools = {a.op.pool for a in definitions.assets if isinstance(a, dg.AssetsDefinition) and a.op.pool}
-    return register_pool_limits(instance, pools)
 
 
 @dg.definitions

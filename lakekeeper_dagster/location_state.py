@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import urllib.error
 import urllib.request
@@ -56,8 +55,8 @@ class StateUnreadable(Exception):
 
 def state_key(config: LakekeeperConfig) -> str:
     """The defs state key of this selection of tables (another selection has its own; the metastore a version was
-    read from is in the version). Two locations reading one selection from two metastores must not share an
-    instance."""
+    read from is in the version, and a load from another one says so: `other_metastore_notice`). Two locations
+    reading one selection from two metastores must not share an instance."""
     identity = json.dumps(config.tables.model_dump(mode="json"), sort_keys=True)
     return f"lakekeeper_dagster/tables-{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
@@ -65,6 +64,30 @@ def state_key(config: LakekeeperConfig) -> str:
 def read_at_now(config: LakekeeperConfig) -> str:
     """When and from which metastore a state is read."""
     return f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} from {config.metastore.uri}"
+
+
+def other_metastore_notice(config: LakekeeperConfig, read_at: str) -> str | None:
+    """What to do when the stored state was read from another metastore than the one `config` names (None: the
+    same one). The state key names the table selection only: a location pointed at another metastore (or one
+    that moved) keeps its state until the next refresh."""
+    _, _, uri = read_at.partition(" from ")
+    if uri == config.metastore.uri:
+        return None
+    return (
+        f"the managed tables were read from the Hive Metastore at {uri}, but this location uses "
+        f"{config.metastore.uri}: they may not be its tables; {REFRESH_HOW}"
+    )
+
+
+def undownloadable_state(error: Exception) -> LocationState:
+    """The state of a load whose pinned version cannot be downloaded from the instance's defs state storage (stored
+    by another host in its own local folder): 0 tables, never another version than the one pinned. Logs it."""
+    notice = (
+        f"the stored state of the managed tables cannot be read from this instance's defs state storage ({error}): "
+        "0 tables managed. With several hosts (a shared PostgreSQL instance), set defs_state_storage in dagster.yaml "
+        f"to a base_path every host reads (README, PostgreSQL), then {REFRESH_HOW}"
+    )
+    return _logged(LocationState(ManagedTables(), None, notice))
 
 
 def state_to_json(managed: ManagedTables, read_at: str) -> str:
@@ -131,23 +154,6 @@ def reload_location(webserver: str, location: str) -> str:
     return f"the webserver at {webserver} reloaded {location}"
 
 
-def latest_stored_state(config: LakekeeperConfig) -> str | None:
-    """The newest stored version of the selection's state in the `DAGSTER_HOME` instance (None: none, or no
-    `DAGSTER_HOME`). For a load that Dagster pinned no version for: a CLI that executes in its own process
-    (`dagster asset materialize -m ...`) reconstructs the location with nothing pinned."""
-    if not os.environ.get("DAGSTER_HOME"):
-        return None
-    with dg.DagsterInstance.get() as instance:
-        storage = instance.defs_state_storage
-        version = storage.get_latest_version(state_key(config)) if storage else None
-        if version is None:
-            return None
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "state"
-            storage.download_state_to_path(state_key(config), version, path)
-            return path.read_text(encoding="utf-8")
-
-
 def register_pool_limits(instance: dg.DagsterInstance, pools: Iterable[str]) -> list[str]:
     """Give each pool without a limit row its row at the instance's `default_limit`; returns the pools added.
 
@@ -188,11 +194,11 @@ def location_state(config: LakekeeperConfig, stored: str | None, problem: str | 
     if stored is None:
         if problem:
             notice = f"{problem} and no state was saved yet: 0 tables managed; {DOWN_TODO}"
-        else:
+        else:  # nothing stored when this load (or the load its run was planned with) pinned its version
             notice = f"no state of the managed tables is stored in this instance yet: 0 tables managed; {REFRESH_HOW}"
         return _logged(LocationState(ManagedTables(), None, notice))
     managed, read_at = state_from_json(stored)
-    notice = none_managed_notice(config, managed)
+    notice = none_managed_notice(config, managed) or other_metastore_notice(config, read_at)
     if problem:
         last = f"the {len(managed.tables)} table(s) are the last known state, read at {read_at}"
         notice = f"{problem}: {last}; {DOWN_TODO}"

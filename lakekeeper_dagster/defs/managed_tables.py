@@ -5,8 +5,13 @@ state storage, VERSIONED_STATE_STORAGE): the one place the code location reads t
   refresh_tables_job, which stores a version itself) reads the managed tables through `read_managed_tables` and
   stores them as a new version of the selection's state, registering the new tables' pools in that instance.
 - Every other load (a production code server, the daemon's, every run worker) builds from a stored version: no
-  metastore call, no JVM. A run worker gets the version its run was planned with; a load with no version pinned
-  (a CLI executing in its own process) the instance's newest.
+  metastore call, no JVM. A run worker gets exactly the version its run was planned with, never a newer one: when
+  its plan's load found nothing stored (Dagster pins "no version"), it builds 0 tables, as that load did. Dagster
+  tells that case from a load with nothing pinned at all (`dagster asset materialize -m`, which reconstructs in its
+  own process) only through its private DefinitionsLoadContext, so both build 0 tables: the CLI materializes
+  through `dagster job launch` (a code server's load, which pins the newest version).
+- A pinned version that cannot be downloaded (stored by another host in its local defs_state folder) builds 0
+  tables with the reason on every job's page, instead of failing the location's load.
 - A refresh that cannot read the metastore (down, or the read fails) falls back to the last stored version (or 0
   tables), with the reason on every job's page. The reason is kept for the process (`REFRESH_PROBLEMS`): a code
   server loads twice, initializing (the refresh) then reconstructing from what that load pinned, and the notice must
@@ -26,13 +31,13 @@ from lakekeeper_dagster.definitions import definitions_from_state, read_managed_
 from lakekeeper_dagster.engine.errors import LakekeeperError
 from lakekeeper_dagster.location_state import (
     StateUnreadable,
-    latest_stored_state,
     location_state,
     metastore_reachable,
     read_at_now,
     register_pool_limits,
     state_key,
     state_to_json,
+    undownloadable_state,
 )
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.errors import ResourceError
@@ -47,6 +52,7 @@ class ManagedTablesComponent(dg.StateBackedComponent):
         self.config = config
         self.key = state_key(config)
         self.refresh_if_dev = True  # false once this load's refresh failed: it builds from the last stored version
+        self.downloaded = False  # whether this load's pinned version reached build_defs_from_state
 
     @property
     def defs_state_config(self) -> DefsStateConfig:
@@ -72,15 +78,27 @@ class ManagedTablesComponent(dg.StateBackedComponent):
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         try:
-            return super().build_defs(context)
+            return self._build_downloaded(context)
         except StateUnreadable as problem:  # a dev/dg load's refresh failed: build from the last stored version
             REFRESH_PROBLEMS[self.key] = str(problem)
             self.refresh_if_dev = False
+            return self._build_downloaded(context)
+
+    def _build_downloaded(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        """super().build_defs; when Dagster cannot download the pinned version (ValueError from the blob storage,
+        OSError), 0 tables with the reason instead of a failed load."""
+        self.downloaded = False
+        try:
             return super().build_defs(context)
+        except (ValueError, OSError) as error:
+            if self.downloaded:  # raised while building, not while downloading
+                raise
+            return definitions_from_state(self.config, undownloadable_state(error))
 
     def build_defs_from_state(self, context: dg.ComponentLoadContext, state_path: Path | None) -> dg.Definitions:
-        # No version: none stored, or none pinned (then the instance's newest, see latest_stored_state).
-        stored = state_path.read_text(encoding="utf-8") if state_path is not None else latest_stored_state(self.config)
+        # No version: none stored when the version was pinned (this load's, or the one its run was planned with).
+        self.downloaded = True
+        stored = state_path.read_text(encoding="utf-8") if state_path is not None else None
         return definitions_from_state(self.config, location_state(self.config, stored, REFRESH_PROBLEMS.get(self.key)))
 
 

@@ -8,12 +8,12 @@ import pytest
 from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
 from lakekeeper_dagster.config import load_config, parse_config
-from lakekeeper_dagster.definitions import build_definitions, register_pools, spark_resource_for
+from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.location_state import store_state
 from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
-from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, partitions_def_name
+from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
 
 
@@ -142,12 +142,14 @@ def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
     assert rows_of(spark, table) == before
 
 
-def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, database, data_dir, tmp_path):
-    """`dagster definitions validate` and `dagster asset materialize` in a subprocess, on the YAML config (and the
-    managed tables' state stored in the instance, as refresh_tables_job stores it)."""
+def test_dagster_cli_validates_and_launches_a_partition(spark, metastore, database, data_dir, tmp_path):
+    """`dagster definitions validate` and `dagster job launch` (the CLI way to compact a partition: its code server
+    pins the newest stored state, as refresh_tables_job stores it) in a subprocess, on the YAML config."""
+    import json
     import os
     import subprocess
     import sys
+    import time
 
     import yaml
 
@@ -165,6 +167,10 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
     )
     home = tmp_path / "dagster_home"
     home.mkdir()
+    # Runs start at once (no daemon here): DefaultRunCoordinator, then DefaultRunLauncher.
+    (home / "dagster.yaml").write_text(
+        "run_coordinator:\n  module: dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n"
+    )
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(partitions_def_name(database, "cli"), ["date=2024-01-02"])
         settings = load_config(str(config))
@@ -178,9 +184,17 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
 
     validate = dagster("definitions", "validate")
     assert validate.returncode == 0, validate.stderr[-3000:]
-    run = dagster("asset", "materialize", "--select", f"hive/{database}/cli", "--partition", "date=2024-01-02")
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "row_count_preserved' on " in run.stderr and "passed" in run.stderr
+    tags = json.dumps({"dagster/partition": "date=2024-01-02"})
+    launched = dagster("job", "launch", "-j", job_name(database, "cli"), "--tags", tags)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        deadline = time.monotonic() + 240
+        while not (runs := [r for r in instance.get_runs() if r.status in FINISHED]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS]
+        checks = [e.dagster_event.event_specific_data for e in instance.all_logs(runs[0].run_id) if e.is_dagster_event]
+        checks = {c.check_name: c.passed for c in checks if isinstance(c, dg.AssetCheckEvaluation)}
+        assert checks[ROW_COUNT] is True
     assert len(data_files(data_dir / "date=2024-01-02")) == 1
     assert len(data_files(data_dir / "date=2024-01-01")) == 3
     assert rows_of(spark, f"{database}.cli") == before
@@ -188,19 +202,22 @@ def test_dagster_cli_validates_and_materializes_a_partition(spark, metastore, da
 
 def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
     from lakekeeper_dagster.instance_settings import install_instance_settings
+    from lakekeeper_dagster.location_state import register_pool_limits
 
     install_instance_settings(tmp_path)
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         pools = instance.get_concurrency_config().pool_config
         assert (pools.default_pool_limit, pools.pool_granularity.value) == (1, "run")
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
-        # Loading the code location registers each table's pool, so the first queue tick already enforces it.
-        assert register_pools(instance, location) == [f"lakekeeper/{database}.ev", f"lakekeeper/{database}.flat"]
+        # Storing the state registers each table's pool, so the first queue tick already enforces it.
+        table_pools = {a.op.pool for a in location.assets if isinstance(a, dg.AssetsDefinition) and a.op.pool}
+        added = register_pool_limits(instance, table_pools)
+        assert added == [f"lakekeeper/{database}.ev", f"lakekeeper/{database}.flat"]
         assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {
             f"lakekeeper/{database}.ev": 1,
             f"lakekeeper/{database}.flat": 1,
         }
-        assert register_pools(instance, location) == []
+        assert register_pool_limits(instance, table_pools) == []
     assert location.get_assets_def(asset_key(database, "ev")).op.pool == f"lakekeeper/{database}.ev"
 
 

@@ -21,8 +21,8 @@ import dagster as dg
 import pytest
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 
-from lakekeeper_dagster.definitions import register_pools
 from lakekeeper_dagster.instance_settings import install_instance_settings
+from lakekeeper_dagster.location_state import register_pool_limits
 from lakekeeper_dagster.translator import HiveTableTranslator
 
 BIN = Path(sys.executable).parent
@@ -107,7 +107,7 @@ def queue_probe_runs(instance: dg.DagsterInstance, tmp_path: Path, runs: list[di
     before any daemon ticks; returns their ids, in that (the queue's) order."""
     (tmp_path / "probe.py").write_text(PROBE.format(trace=str(tmp_path / TRACE), pool=POOL))
     (tmp_path / WORKSPACE).write_text("load_from:\n  - python_file: {relative_path: probe.py, location_name: probe}\n")
-    assert register_pools(instance, probe_definitions()) == [POOL]  # what loading the code location does
+    assert register_pool_limits(instance, [POOL]) == [POOL]  # what loading the code location does
     assert [(p.name, p.limit) for p in instance.event_log_storage.get_pool_limits()] == [(POOL, 1)]
     with define_out_of_process_context(str(tmp_path / WORKSPACE), None, instance) as context:
         for tags in runs:  # one after the other: the queue's order is theirs
@@ -199,7 +199,7 @@ def test_second_run_of_a_table_waits_queued_until_the_first_ends(tmp_path):
     reason="dagster 1.13.27: the first dequeue tick that sees a new pool does not enforce its default_limit",
 )
 def test_an_unregistered_pool_holds_back_the_second_run_in_the_first_tick(tmp_path):
-    """The root cause, in-process: when this starts passing (a dagster fix), `register_pools` can go."""
+    """The root cause, in-process: when this starts passing (a dagster fix), `register_pool_limits` can go."""
     from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
@@ -220,5 +220,5 @@ def test_an_unregistered_pool_holds_back_the_second_run_in_the_first_tick(tmp_pa
 def test_registering_pools_keeps_limits_set_by_hand(tmp_path):
     with dg.DagsterInstance.from_config(str(_instance_home(tmp_path))) as instance:
         instance.event_log_storage.set_concurrency_slots(POOL, 3)  # `dagster instance concurrency set ... 3`
-        assert register_pools(instance, probe_definitions()) == []
+        assert register_pool_limits(instance, [POOL]) == []
         assert [(p.name, p.limit) for p in instance.event_log_storage.get_pool_limits()] == [(POOL, 3)]

@@ -13,12 +13,17 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 
 from lakekeeper_dagster.config import load_config
 from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, spark_resource_for
 from lakekeeper_dagster.instance_settings import install_instance_settings
-from lakekeeper_dagster.location_state import state_from_json, state_key
+from lakekeeper_dagster.location_state import state_from_json, state_key, store_state
+from lakekeeper_dagster.managed import load_managed_tables
+from lakekeeper_dagster.observations import OBSERVE_JOB
+from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.tables import REPO, make_table
+from spark_resources.errors import ResourceError
 from spark_resources.metastore import free_port
 
 BIN = Path(sys.executable).parent
@@ -80,6 +85,47 @@ def asset_names(instance: dg.DagsterInstance) -> list[str]:
     """The assets a (non-dev) load of the code location shows, from the stored state of `instance` (entered)."""
     loaded = defs()
     return sorted(k.to_user_string() for k in loaded.resolve_asset_graph().get_all_asset_keys())
+
+
+def notices() -> set[str]:
+    """The location's notices, on the pages of the jobs that are not a table's compaction job."""
+    jobs = defs().get_repository_def().get_all_jobs()
+    return {job.metadata[NOTICE_KEY].value for job in jobs if NOTICE_KEY in job.metadata}
+
+
+def test_a_state_from_another_metastore_or_not_downloadable_is_said_on_every_job(
+    spark, metastore, database, data_dir, location, monkeypatch
+):
+    make_table(spark, database, "t", data_dir / "t", files=2)
+    home = location[1]
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        version = store_state(instance, load_config(), load_managed_tables(spark, load_config()))
+        elsewhere = f"thrift://127.0.0.1:{free_port()}"
+        monkeypatch.setenv("LAKEKEEPER_METASTORE_URI", elsewhere)
+        assert notices() == {
+            f"the managed tables were read from the Hive Metastore at {metastore.uri}, but this location uses "
+            f"{elsewhere}: they may not be its tables; run refresh_tables_job (or `dg utils refresh-defs-state` in "
+            "the project folder)"
+        }
+        assert asset_names(instance) == [f"hive/{database}/t"]
+        monkeypatch.delenv("LAKEKEEPER_METASTORE_URI")
+        assert NOTICE_KEY not in defs().get_job_def("refresh_tables_job").metadata
+
+        # The version was stored by another host, in its own local defs_state folder: the load still succeeds.
+        [blob] = [path for path in home.rglob(version) if path.is_file()]
+        blob.unlink()
+        [notice] = notices()
+        assert notice.startswith("the stored state of the managed tables cannot be read from this instance's defs ")
+        assert "set defs_state_storage in dagster.yaml to a base_path every host reads" in notice
+        assert asset_names(instance) == []
+
+
+def test_build_definitions_reads_the_tables_through_the_resource_it_is_given(database, location):
+    """A Kerberized resource passed in (its principal, here without its keytab) is the one the read goes through."""
+    config = load_config()
+    resource = spark_resource_for(config, principal="lakekeeper@EXAMPLE.COM", stop_at_teardown=False)
+    with pytest.raises(ResourceError, match="keytab is not set"):
+        build_definitions(config, resource=resource)
 
 
 def test_new_and_dropped_tables_appear_after_the_refresh_job(spark, database, data_dir, location):
@@ -202,3 +248,35 @@ def test_dg_refresh_defs_state_stores_the_tables_a_load_then_shows(spark, databa
     with dg.DagsterInstance.from_config(str(location[1])) as instance:
         assert asset_names(instance) == [f"hive/{database}/t"]
         assert f"lakekeeper/{database}.t" in {p.name for p in instance.event_log_storage.get_pool_limits()}
+
+
+LAUNCH = """mutation Launch($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on PythonError { message } } }"""
+
+
+@pytest.mark.slow
+def test_a_run_planned_before_any_state_was_stored_never_runs_on_a_newer_one(
+    spark, database, data_dir, location, tmp_path, monkeypatch
+):
+    """A code server that loaded when nothing was stored pins "no version" (0 tables); a refresh then stores a
+    version with the table. A run that code server plans, launched as the UI launches it, runs in its own worker on
+    the version it was planned with: it observes no table, not the newer state's."""
+    make_table(spark, database, "t", data_dir / "t", files=2)
+    config, home = location
+    (home / "dagster.yaml").write_text(DIRECT)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    workspace = tmp_path / "workspace.yaml"
+    module = "{module_name: lakekeeper_dagster.definitions, location_name: lakekeeper_dagster}"
+    workspace.write_text(f"load_from:\n  - python_module: {module}\n")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        with define_out_of_process_context(str(workspace), None, instance) as context:
+            refresh(spark, instance)  # the code server keeps its load, planned on no stored version
+            known = {r.run_id for r in instance.get_runs()}
+            params = {"selector": infer_job_selector(context, OBSERVE_JOB), "runConfigData": {}}
+            launched = execute_dagster_graphql(context, LAUNCH, {"params": params}).data["launchRun"]
+            assert launched["__typename"] == "LaunchRunSuccess", launched
+            run = _finished_run(instance, known)
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=asset_key(database, "t")), 10)
+        assert observed.records == []
+        assert asset_names(instance) == [f"hive/{database}/t"]  # the next load builds from the stored version
