@@ -39,8 +39,8 @@ metastore-stop: venv
 # monitoring) installed into DAGSTER_HOME ($(UI_HOME)). The instance is SQLite there, or PostgreSQL when
 # DAGSTER_POSTGRES_URL is set (e.g. `make ui UI_HOME=.dagster_home_pg DAGSTER_POSTGRES_URL=postgresql+psycopg2://...`).
 # `dagster dev` warns that it is superseded by `dg dev`, which is the same server
-# (dev_command_impl) but needs the separate dagster-dg-cli package and its dependencies: that one warning is
-# filtered here, by its exact message.
+# (dev_command_impl; `dg dev -w workspace.yaml` works as well): that one warning is filtered here, by its exact
+# message.
 UI_HOME ?= .dagster_home
 ui: venv
 	$(CLI) metastore start

@@ -83,7 +83,6 @@ def _step(scenario: dict, name: str) -> dict:
     return step
 
 
-
 def test_krb5_config_from_the_environment_is_the_jvms(scenario):
     """kinit honours KRB5_CONFIG; the driver JVM must read the same file (not /etc/krb5.conf)."""
     created = _step(scenario, "create")
