@@ -156,6 +156,7 @@ RUN_ROWS = [
     ("run worker load (s)", "run_worker_load_s"),
     ("launch to worker process (s)", "launch_to_worker_process_s"),
     ("execution (s)", "execution_s"),
+    ("start to all units listed (s)", "start_to_listed_s"),
     ("events", "events"),
     ("observations", ("events_by_type", "ASSET_OBSERVATION")),
     ("of which without partition", ("events_by_type", "ASSET_OBSERVATION without partition")),

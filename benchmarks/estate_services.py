@@ -215,12 +215,16 @@ def launch_and_wait(
     figures["launch_to_worker_process_s"] = _gap(submitted, marks.get("process"))
     figures["run_worker_load_s"] = _gap(marks.get("process"), marks.get("start"))
     figures["execution_s"] = _gap(marks.get("start"), marks.get("end"))
+    figures["start_to_listed_s"] = _gap(marks.get("start"), marks.get("listed"))
     figures["submit_to_end_s"] = _gap(submitted, marks.get("end"))
     return figures
 
 
 def _gap(start: float | None, end: float | None) -> float | None:
     return None if start is None or end is None else round(end - start, 2)
+
+
+LISTED = " unit(s) listed, "  # the observation job's line per table, written once every unit is listed
 
 
 def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
@@ -240,6 +244,8 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
                 counts[UNPARTITIONED] += 1  # a table's summary (the estate's tables are all partitioned)
             if event and event.event_type_value == "ENGINE_EVENT" and entry.message.startswith(STARTED_PROCESS):
                 marks.setdefault("process", entry.timestamp)
+            elif kind == "LOG_MESSAGE" and LISTED in entry.user_message:
+                marks.setdefault("listed", entry.timestamp)  # the first table's line: every unit was listed
             elif kind == dg.DagsterEventType.RUN_START.value:
                 marks["start"] = entry.timestamp
             elif kind in RUN_ENDS:
