@@ -25,6 +25,7 @@ its summary (`partitions: 1`) every run.
 """
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import dagster as dg
@@ -87,6 +88,9 @@ def is_summary(metadata: dict) -> bool:
     return KIND in metadata and metadata[KIND].value == SUMMARY
 
 
+NEEDS = 3  # the index of needs_compaction in a fingerprint
+
+
 def fingerprint(plan: UnitPlan) -> list:
     """What makes a unit's observation worth recording again when it differs: figures and the plan's decision (a
     changed threshold changes the decision without changing the files)."""
@@ -100,6 +104,13 @@ def read_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str
         return {}
     name = FINGERPRINT_KEY + key.to_user_string()
     return json.loads(instance.run_storage.get_cursor_values({name}).get(name, "{}"))
+
+
+def without_backlog(instance: dg.DagsterInstance, keys: Sequence[dg.AssetKey]) -> set[dg.AssetKey]:
+    """The assets whose last kept fingerprint has no unit needing compaction, in one key-value read for all."""
+    names = {FINGERPRINT_KEY + key.to_user_string(): key for key in keys}
+    kept = instance.run_storage.get_cursor_values(set(names))
+    return {names[name] for name, text in kept.items() if not any(f[NEEDS] for f in json.loads(text).values())}
 
 
 def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:

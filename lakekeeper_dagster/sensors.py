@@ -17,7 +17,7 @@ import dagster as dg
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.requests import Observed, RunPlan, TableState, plan_tick
-from lakekeeper_dagster.observations import BACKLOG, FILE_COUNT, NEEDS_COMPACTION, is_summary
+from lakekeeper_dagster.observations import BACKLOG, FILE_COUNT, NEEDS_COMPACTION, is_summary, without_backlog
 from lakekeeper_dagster.translator import HiveTableTranslator
 
 SENSOR_NAME = "file_count_sensor"
@@ -310,10 +310,13 @@ def build_file_count_sensor(
             }
         budget = thresholds.max_observations_per_tick
         states = []
+        quiet = without_backlog(instance, [translator.asset_key(info) for info in by_name.values()])
         for name, info in by_name.items():
             if budget <= 0:
                 break
             key = translator.asset_key(info)
+            if key in quiet and not pending.get(name):
+                continue  # the last observation run kept no unit needing compaction: no event-log read
             newest, to_read = _newest_to_read(instance, key, cursor.get(name))
             if newest is None and not pending.get(name):
                 continue
