@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
 OPTIONS = CompactionOptions(Thresholds(128 * MB, 10.0))  # the engine's defaults
 DATES = [{"date": "2024-01-01"}, {"date": "2024-01-02"}]
+# The config file of `run_cli`'s subprocesses, from the environment when set: the test cluster's `spark_submit` block
+# (conftest.spark_cluster), else local mode.
+CLI_CONFIG_ENV = "LAKEKEEPER_TEST_CLI_CONFIG"
 
 
 def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt: str, codec: str | None = None):
@@ -78,8 +81,9 @@ def hidden_dirs(root: Path) -> list[str]:
 
 
 def run_cli(args: list[str], cwd: Path, metastore_uri: str, env_extra: dict | None = None, wait: bool = True):
-    """The `lakekeeper-dagster` command in a subprocess (its own Spark JVM) against the test metastore."""
-    (cwd / "lakekeeper.yaml").write_text("spark_submit:\n  master: local[1]\n")
+    """The `lakekeeper-dagster` command in a subprocess (its own Spark JVM, on the test cluster in a `--spark-cluster`
+    run) against the test metastore."""
+    (cwd / "lakekeeper.yaml").write_text(os.environ.get(CLI_CONFIG_ENV, "spark_submit:\n  master: local[1]\n"))
     env = {**os.environ, "PYTHONPATH": str(REPO), "LAKEKEEPER_METASTORE_URI": metastore_uri, **(env_extra or {})}
     env.pop("LAKEKEEPER_CONFIG", None)
     command = [sys.executable, "-m", "lakekeeper_dagster.cli", *args]

@@ -28,6 +28,7 @@ from lakekeeper_dagster_tests.tables import (
 )
 
 
+@pytest.mark.cluster
 def test_partitioned_parquet_compacts_with_identical_content(spark, database, data_dir):
     table = make_table(spark, database, "ev", data_dir, partitions=DATES, files=6)
     spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-03') VALUES (999, 'one', 1)")  # a single file: OK
@@ -319,6 +320,7 @@ def test_a_neighbouring_tables_backup_is_not_a_leftover(spark, database, data_di
     assert compact_table(spark, database, "t2", OPTIONS)[0].status == "compacted"  # t1's .lk-old sits beside it
 
 
+@pytest.mark.cluster
 def test_batches_compact_concurrently_and_a_failed_unit_spares_its_batch(spark, database, data_dir):
     dates = [{"date": f"2024-02-0{d}"} for d in range(1, 6)]
     table = make_table(spark, database, "bat", data_dir, partitions=dates, files=3)

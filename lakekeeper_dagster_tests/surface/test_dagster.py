@@ -85,6 +85,7 @@ def _checks(result: dg.ExecuteInProcessResult) -> dict:
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
+@pytest.mark.cluster
 def test_materializing_partitions_compacts_them_and_checks_pass(spark, location, database, data_dir):
     table = f"{database}.ev"
     before = rows_of(spark, table)
