@@ -93,6 +93,7 @@ def test_older_files_missing_new_columns_come_out_null(spark, database, data_dir
     ("fmt", "properties", "codec", "expected"),
     [("parquet", {"parquet.compression": "GZIP"}, "snappy", "gzip"), ("orc", None, "zlib", "zlib")],
 )
+@pytest.mark.cluster
 def test_codec_is_preserved(spark, database, data_dir, fmt, properties, codec, expected):
     table = make_table(spark, database, "c", data_dir, fmt=fmt, files=4, properties=properties, codec=codec)
     before = rows_of(spark, table)
