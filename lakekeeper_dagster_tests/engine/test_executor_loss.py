@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -69,6 +70,18 @@ class ExecutorKiller(threading.Thread):
                 os.kill(pid, signal.SIGCONT)
 
 
+def children(pids: list[int]) -> list[str]:
+    """The command lines of the processes whose parent is one of `pids`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) in pids:
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 @pytest.mark.cluster(only=True)
 @pytest.mark.parametrize("mode", [WriteMode.ONE_JOB, WriteMode.PER_UNIT])
 def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(spark, spark_cluster, database, data_dir, mode):
@@ -109,3 +122,7 @@ def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(spark, spark_
         "committed" if statuses[u.partition] == UnitStatus.COMPACTED else "failed" for u in journal.units
     )
     assert not (home / "lease").exists()
+    # The engine ships no Python function to executors (DataFrame expressions only): no executor started a Python
+    # worker, so executors need no Python environment of the project.
+    executors = spark_cluster.executor_pids(spark.sparkContext.applicationId)
+    assert executors and children(executors) == []
