@@ -1,6 +1,7 @@
 """An executor SIGKILLed while a compaction's write tasks run, on the Spark standalone cluster (`--spark-cluster`):
-Spark runs the lost tasks again elsewhere, or the unit fails cleanly; either way no row is lost or duplicated and no
-output file of the killed task is left in a live directory."""
+Spark runs the lost tasks again on the executors left (a task may fail 4 times on a cluster), the unit's
+verification (its input counted in the write's own tasks) still matches, no row is lost or duplicated and no output
+file of the killed task is left anywhere."""
 
 from __future__ import annotations
 
@@ -102,25 +103,17 @@ def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(spark, spark_
     assert not os.path.exists(f"/proc/{pid}")
     lost = [e for e in scala_seq(spark._jsc.sc().statusStore().executorList(False)) if str(e.id()) == executor]
     assert [e.isActive() for e in lost] == [False]  # the driver saw it die
-    statuses = {r.partition: r.status for r in results}
-    assert set(statuses.values()) <= {UnitStatus.COMPACTED, UnitStatus.FAILED}, [r.reason for r in results]
-    after = rows_of(spark, table)
-    assert after == before  # every row, once: nothing lost, nothing duplicated
-    for result in results:
-        files = data_files(data_dir / result.partition)
-        if result.status == UnitStatus.COMPACTED:
-            assert len(files) == 1 and result.row_count_preserved and result.checksum_matches
-        else:
-            assert len(files) == 4  # the originals, untouched
+    assert [r.status for r in results] == [UnitStatus.COMPACTED] * 3, [r.reason for r in results]
+    assert all(r.row_count_preserved and r.checksum_matches for r in results)
+    assert rows_of(spark, table) == before  # every row, once: nothing lost, nothing duplicated
+    assert all(len(data_files(data_dir / r.partition)) == 1 for r in results)
     # Nothing of the killed task's output anywhere: no temporary directory, no staging sibling left behind.
     assert not list(data_dir.rglob("_temporary")) and not list(data_dir.rglob("*.crc.tmp"))
     assert [d for d in hidden_dirs(data_dir) if not d.startswith(".lk-old-")] == []
     (run_id,) = {r.run_id for r in results}
     home = data_dir.parent / f".lakekeeper-{data_dir.name}"
     journal = Journal.load(Storage(spark), (home / "journal" / run_id).as_uri())
-    assert sorted(u.state for u in journal.units) == sorted(
-        "committed" if statuses[u.partition] == UnitStatus.COMPACTED else "failed" for u in journal.units
-    )
+    assert [u.state for u in journal.units] == ["committed"] * 3
     assert not (home / "lease").exists()
     # The engine ships no Python function to executors (DataFrame expressions only): no executor started a Python
     # worker, so executors need no Python environment of the project.
