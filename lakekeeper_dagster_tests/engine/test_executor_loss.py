@@ -26,9 +26,10 @@ PARTS = [{"date": f"2024-03-0{d}"} for d in (1, 2, 3)]
 
 
 class ExecutorKiller(threading.Thread):
-    """Watches the driver's status store for a running task of a write stage of `table` (its job labelled
+    """Watches the driver's status store for a running task of the writing stage of `table` (its job labelled
     `lakekeeper compact <table>...: write ...`); freezes the executor running it (SIGSTOP), checks once the driver
-    has heard everything that the task is still running there, and SIGKILLs it: the task dies mid-write."""
+    has heard everything that the task is still running there, and SIGKILLs it: the task dies mid-write, and the
+    shuffle output the executor held is lost with it (map tasks run again)."""
 
     def __init__(self, spark, cluster, table: str):
         super().__init__(daemon=True)
@@ -37,13 +38,18 @@ class ExecutorKiller(threading.Thread):
         self.done = threading.Event()
 
     def _running_task(self) -> tuple[str, str] | None:
-        """(executor id, task) of a running task of a labelled write stage, by the driver's status store."""
+        """(executor id, task) of a running task of the last stage of a labelled write job that has a shuffle (the
+        stage that writes, reading map outputs the executors hold), by the driver's status store."""
         context = self.spark._jsc.sc()
         context.listenerBus().waitUntilEmpty()
+        tracker = self.spark.sparkContext.statusTracker()
+        jobs = [tracker.getJobInfo(job) for job in tracker.getActiveJobsIds()]
+        writing = {max(job.stageIds) for job in jobs if job is not None and len(job.stageIds) > 1}
         store = context.statusStore()
         for stage in scala_seq(store.activeStages()):
             description = str(stage.description().getOrElse(None))
-            if not description.startswith(self.label) or ": write " not in description:
+            labelled = description.startswith(self.label) and ": write " in description
+            if not labelled or stage.stageId() not in writing:
                 continue
             for task in scala_seq(store.taskList(stage.stageId(), stage.attemptId(), 100)):
                 if str(task.status()) == "RUNNING":
