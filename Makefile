@@ -21,6 +21,9 @@ demo: venv
 	$(CLI) demo run --database $(DEMO_DB)
 	$(CLI) analyze --database $(DEMO_DB)
 
+# The second pytest runs the tests marked `cluster` again with Spark on a standalone cluster the suite starts (a Master
+# and two Workers from pyspark's jars; the driver in the test process, as in YARN client mode); it fails if the
+# cluster cannot start.
 # `dg check defs` / `dg list defs`: the code location loads as a dg project (a few seconds, no metastore needed: with
 # none reachable it loads the last stored state or 0 tables, and says so).
 test: venv
@@ -28,6 +31,7 @@ test: venv
 	$(VENV)/bin/dg check defs
 	$(VENV)/bin/dg list defs > /dev/null
 	$(PY) -m pytest
+	$(PY) -m pytest --spark-cluster
 
 metastore-start: venv
 	$(CLI) metastore start

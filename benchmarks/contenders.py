@@ -1,7 +1,8 @@
 """One contender's run in its own process (its own Spark JVM, as a user's run would be).
 
     python -m benchmarks.contenders ours|ours-one-job|bare-each|bare-onejob --metastore-uri U --warehouse W \
-        --table D.T --block-size-mb 128 --ratio 10 [--setting KEY=VALUE ...] [--output DIR] --result result.json
+        --table D.T --block-size-mb 128 --ratio 10 [--setting KEY=VALUE ...] [--spark-conf KEY=VALUE ...] \
+        [--output DIR] --result result.json
 
 - `ours`: `compact_table` of the engine, the full protocol, with the time of each step (benchmarks/steps.py), with
   the options a user's `lakekeeper.yaml` would give (`EngineSettings`); `--setting KEY=VALUE` (value in YAML/JSON
@@ -33,10 +34,11 @@ import yaml
 MIB = 1024 * 1024
 
 
-def start_session(metastore_uri: str, warehouse: str, app_name: str):
+def start_session(metastore_uri: str, warehouse: str, app_name: str, conf: dict[str, str] | None = None):
+    """The local-mode session of every contender; `conf` (e.g. `spark.master: spark://...`) applied last."""
     from spark_resources.session import local_hive_conf, start_spark_session
 
-    return start_spark_session(local_hive_conf(metastore_uri, warehouse, app_name=app_name))
+    return start_spark_session(local_hive_conf(metastore_uri, warehouse, app_name=app_name, extra_conf=conf))
 
 
 def ours_options(database: str, table: str, block_size_mb: int, ratio: float, settings: dict) -> tuple:
@@ -176,13 +178,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--block-size-mb", type=int, default=128)
     parser.add_argument("--ratio", type=float, default=10.0)
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE", help="an EngineSettings key")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="Spark conf over local mode's, e.g. spark.master=spark://127.0.0.1:7077")  # fmt: skip
     parser.add_argument("--output")
     parser.add_argument("--result", required=True)
     args = parser.parse_args(argv)
     settings = {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.setting)}
+    conf = {k: v for k, _, v in (c.partition("=") for c in args.spark_conf)}
     database, table = args.table.split(".", 1)
     started = time.perf_counter()
-    spark = start_session(args.metastore_uri, args.warehouse, f"bench-{args.contender}")
+    spark = start_session(args.metastore_uri, args.warehouse, f"bench-{args.contender}", conf)
     session = time.perf_counter() - started
     result = RUNNERS[args.contender](spark, database, table, args.block_size_mb, args.ratio, args.output, settings)
     stopping = time.perf_counter()

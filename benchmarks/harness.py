@@ -98,7 +98,7 @@ class Bench:
 
     def new_table(self, spec: DataSpec, data_dir: Path, contender: str) -> tuple[str, Path]:
         self._counter += 1
-        database = f"bench_{contender.replace('-', '_')}_{self._counter}"
+        database = f"bench_{''.join(c if c.isalnum() else '_' for c in contender)}_{self._counter}"  # ours@cluster
         location = fresh_copy(spec, data_dir, self.work_dir / "runs" / database / "events")
         return register(self.spark, database, "events", spec, location), location
 

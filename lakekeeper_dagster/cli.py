@@ -11,6 +11,7 @@ from pathlib import Path
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
+from lakekeeper_dagster.cli_cluster import add_cluster_parser
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_config import ensure_demo_config
@@ -296,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     metastore = sub.add_parser("metastore", help="run the local Hive Metastore thrift server")
     metastore.add_argument("action", choices=["start", "stop", "status"])
     metastore.set_defaults(func=cmd_metastore)
+    add_cluster_parser(sub)
 
     generate = sub.add_parser("generate-config", help="write a fully commented config template")
     generate.add_argument("--output", default="lakekeeper.yaml")

@@ -1,4 +1,10 @@
-"""Shared fixtures: one real Hive Metastore thrift server and one Spark session per test session."""
+"""Shared fixtures: one real Hive Metastore thrift server and one Spark session per test session.
+
+`pytest --spark-cluster` runs the tests marked `cluster` (and only those) with that session on a Spark standalone
+cluster the suite starts (a Master and two Workers from pyspark's jars, executors in JVMs of their own, the driver in
+the pytest process: client mode, as with YARN); the CLI subprocesses of `tables.run_cli` run on it too. A cluster that
+cannot start fails the run. Without the option the cluster-only tests (`cluster(only=True)`) are deselected.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
+from spark_resources.cluster import SparkCluster
 from spark_resources.metastore import MetastoreServer, free_port
 from spark_resources.session import local_hive_conf, start_spark_session
 
@@ -16,6 +24,46 @@ _db_counter = itertools.count()
 # A developer's own PostgreSQL instance must not leak into the instances the tests install (test_postgres sets
 # its own URL where it wants one).
 os.environ.pop("DAGSTER_POSTGRES_URL", None)
+
+
+CLUSTER_OPTION = "--spark-cluster"
+# The cluster's apps: the test session's and a CLI subprocess's run at once, each on 2 executors of 1 core (one on
+# each Worker: a shuffle crosses JVMs), so a Worker offers 2 cores.
+TEST_CLUSTER = {"workers": 2, "worker_cores": 2, "app_cores": 2}
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(CLUSTER_OPTION, action="store_true", help="run the `cluster` tests on a Spark standalone cluster")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """On the cluster only the `cluster` tests; locally all but the `cluster(only=True)` ones (deselected, not
+    skipped)."""
+    on_cluster = config.getoption(CLUSTER_OPTION)
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("cluster")
+        wanted = marker is not None if on_cluster else marker is None or not marker.kwargs.get("only")
+        (keep if wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(request, tmp_path_factory) -> SparkCluster | None:
+    """The Spark standalone cluster of a `--spark-cluster` run (None otherwise); stopped at the end."""
+    if not request.config.getoption(CLUSTER_OPTION):
+        yield None
+        return
+    cluster = SparkCluster(home=tmp_path_factory.mktemp("spark_cluster"), **TEST_CLUSTER)
+    try:
+        cluster.start()
+        os.environ[CLI_CONFIG_ENV] = cluster.config_block()
+        yield cluster
+    finally:
+        os.environ.pop(CLI_CONFIG_ENV, None)
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -29,14 +77,16 @@ def metastore(tmp_path_factory) -> MetastoreServer:
 
 
 @pytest.fixture(scope="session")
-def spark(metastore):
-    """The one Spark session of the test session, pointed at the test metastore."""
+def spark(metastore, spark_cluster):
+    """The one Spark session of the test session, pointed at the test metastore (on the cluster with
+    `--spark-cluster`)."""
     os.environ["LAKEKEEPER_METASTORE_URI"] = metastore.uri
+    on_cluster = spark_cluster.session_conf() if spark_cluster else {}
     conf = local_hive_conf(
         metastore.uri,
         metastore.warehouse_dir.as_uri(),
         app_name="lakekeeper-dagster-tests",
-        extra_conf={"spark.sql.shuffle.partitions": "4"},
+        extra_conf={"spark.sql.shuffle.partitions": "4", **on_cluster},
     )
     session = start_spark_session(conf)
     yield session

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from lakekeeper_dagster.engine.hive.model import partition_clause, partition_name, quote_identifier, sql_string
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
 from lakekeeper_dagster.engine.plan.thresholds import Thresholds
@@ -15,6 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
 OPTIONS = CompactionOptions(Thresholds(128 * MB, 10.0))  # the engine's defaults
 DATES = [{"date": "2024-01-01"}, {"date": "2024-01-02"}]
+# The `spark_submit` block of the tests' CLI and Dagster subprocesses, from the environment when set: the test
+# cluster's (conftest.spark_cluster), else local mode.
+CLI_CONFIG_ENV = "LAKEKEEPER_TEST_CLI_CONFIG"
 
 
 def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt: str, codec: str | None = None):
@@ -77,9 +82,16 @@ def hidden_dirs(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob(".lk-*") if p.is_dir())
 
 
+def cli_spark_submit() -> dict:
+    """The `spark_submit` block of a subprocess's config: on the test cluster in a `--spark-cluster` run, else
+    local[1]."""
+    return yaml.safe_load(os.environ.get(CLI_CONFIG_ENV, "spark_submit:\n  master: local[1]\n"))["spark_submit"]
+
+
 def run_cli(args: list[str], cwd: Path, metastore_uri: str, env_extra: dict | None = None, wait: bool = True):
-    """The `lakekeeper-dagster` command in a subprocess (its own Spark JVM) against the test metastore."""
-    (cwd / "lakekeeper.yaml").write_text("spark_submit:\n  master: local[1]\n")
+    """The `lakekeeper-dagster` command in a subprocess (its own Spark JVM, on the test cluster in a `--spark-cluster`
+    run) against the test metastore."""
+    (cwd / "lakekeeper.yaml").write_text(yaml.safe_dump({"spark_submit": cli_spark_submit()}))
     env = {**os.environ, "PYTHONPATH": str(REPO), "LAKEKEEPER_METASTORE_URI": metastore_uri, **(env_extra or {})}
     env.pop("LAKEKEEPER_CONFIG", None)
     command = [sys.executable, "-m", "lakekeeper_dagster.cli", *args]

@@ -28,6 +28,7 @@ from lakekeeper_dagster_tests.tables import (
 )
 
 
+@pytest.mark.cluster
 def test_partitioned_parquet_compacts_with_identical_content(spark, database, data_dir):
     table = make_table(spark, database, "ev", data_dir, partitions=DATES, files=6)
     spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-03') VALUES (999, 'one', 1)")  # a single file: OK
@@ -92,6 +93,7 @@ def test_older_files_missing_new_columns_come_out_null(spark, database, data_dir
     ("fmt", "properties", "codec", "expected"),
     [("parquet", {"parquet.compression": "GZIP"}, "snappy", "gzip"), ("orc", None, "zlib", "zlib")],
 )
+@pytest.mark.cluster
 def test_codec_is_preserved(spark, database, data_dir, fmt, properties, codec, expected):
     table = make_table(spark, database, "c", data_dir, fmt=fmt, files=4, properties=properties, codec=codec)
     before = rows_of(spark, table)
@@ -319,6 +321,7 @@ def test_a_neighbouring_tables_backup_is_not_a_leftover(spark, database, data_di
     assert compact_table(spark, database, "t2", OPTIONS)[0].status == "compacted"  # t1's .lk-old sits beside it
 
 
+@pytest.mark.cluster
 def test_batches_compact_concurrently_and_a_failed_unit_spares_its_batch(spark, database, data_dir):
     dates = [{"date": f"2024-02-0{d}"} for d in range(1, 6)]
     table = make_table(spark, database, "bat", data_dir, partitions=dates, files=3)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, WriteMode
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
@@ -27,6 +29,7 @@ def _rows_where(spark, table: str, condition: str) -> list[tuple]:
     return sorted(tuple(r) for r in spark.table(table).where(condition).collect())
 
 
+@pytest.mark.cluster
 def test_a_batch_is_written_in_one_job_each_partition_at_its_target_count_sorted_and_intact(spark, database, data_dir):
     table = make_table(spark, database, "ev", data_dir, partitions=PARTS, files=5, rows=300)
     before = rows_of(spark, table)

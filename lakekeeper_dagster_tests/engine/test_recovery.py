@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 
@@ -26,12 +27,19 @@ def unit_dirs(root, partitioned: bool):
     return [root / f"date={d['date']}" for d in DATES] if partitioned else [root]
 
 
+ON_CLUSTER = ("orc", "partitioned", "swapping")  # the driver killed mid-swap, its executors on the test cluster
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("point", COMPACTION_POINTS)
-@pytest.mark.parametrize("layout", ["flat", "partitioned"])
-@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+@pytest.mark.parametrize(
+    ("fmt", "layout", "point"),
+    [
+        pytest.param(*case, marks=[pytest.mark.cluster] if case == ON_CLUSTER else [])
+        for case in itertools.product(["parquet", "orc"], ["flat", "partitioned"], COMPACTION_POINTS)
+    ],
+)
 def test_compaction_killed_at_every_step_is_recovered(
-    spark, metastore, database, data_dir, tmp_path, fmt, layout, point
+    spark, spark_cluster, metastore, database, data_dir, tmp_path, fmt, layout, point
 ):
     partitioned = layout == "partitioned"
     root = data_dir / "cr"
@@ -41,6 +49,9 @@ def test_compaction_killed_at_every_step_is_recovered(
     crashed = run_cli(["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert (data_dir / ".lakekeeper-cr" / "lease").exists()  # left behind by the dead process
+    if spark_cluster is not None:  # the killed driver's application ran on the cluster, and is over
+        apps = spark_cluster.master_json()["completedapps"]
+        assert [a["name"] for a in apps if a["name"] == "lakekeeper-dagster"] == ["lakekeeper-dagster"]
 
     recover(spark, [(database, "cr")])
 

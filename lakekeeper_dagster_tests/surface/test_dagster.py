@@ -14,7 +14,7 @@ from lakekeeper_dagster.location_state import store_state
 from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
 from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, job_name, partitions_def_name
-from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
+from lakekeeper_dagster_tests.tables import DATES, REPO, cli_spark_submit, data_files, make_table, rows_of
 
 
 @pytest.fixture
@@ -85,6 +85,7 @@ def _checks(result: dg.ExecuteInProcessResult) -> dict:
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
+@pytest.mark.cluster
 def test_materializing_partitions_compacts_them_and_checks_pass(spark, location, database, data_dir):
     table = f"{database}.ev"
     before = rows_of(spark, table)
@@ -142,9 +143,11 @@ def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
     assert rows_of(spark, table) == before
 
 
-def test_dagster_cli_validates_and_launches_a_partition(spark, metastore, database, data_dir, tmp_path):
+@pytest.mark.cluster
+def test_dagster_cli_validates_and_launches_a_partition(spark, spark_cluster, metastore, database, data_dir, tmp_path):
     """`dagster definitions validate` and `dagster job launch` (the CLI way to compact a partition: its code server
-    pins the newest stored state, as refresh_tables_job stores it) in a subprocess, on the YAML config."""
+    pins the newest stored state, as refresh_tables_job stores it) in a subprocess, on the YAML config (whose
+    `spark_submit` points the run's resource at the test cluster in a `--spark-cluster` run)."""
     import json
     import os
     import subprocess
@@ -161,7 +164,7 @@ def test_dagster_cli_validates_and_launches_a_partition(spark, metastore, databa
             {
                 "tables": {"databases": [database]},
                 "metastore": {"uri": metastore.uri},
-                "spark_submit": {"master": "local[1]"},
+                "spark_submit": cli_spark_submit(),
             }
         )
     )
@@ -198,6 +201,8 @@ def test_dagster_cli_validates_and_launches_a_partition(spark, metastore, databa
     assert len(data_files(data_dir / "date=2024-01-02")) == 1
     assert len(data_files(data_dir / "date=2024-01-01")) == 3
     assert rows_of(spark, f"{database}.cli") == before
+    if spark_cluster is not None:  # the run's own session (the resource's, from spark_submit) ran on the cluster
+        assert "lakekeeper-dagster" in [a["name"] for a in spark_cluster.master_json()["completedapps"]]
 
 
 def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):

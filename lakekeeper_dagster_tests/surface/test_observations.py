@@ -76,6 +76,7 @@ def tick(defs, instance, cursor=None) -> dg.SensorResult:
     return sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
 
 
+@pytest.mark.cluster
 def test_observation_job_records_file_counts_and_follows_hive_partitions(spark, metastore, database, tables):
     defs = definitions(spark, metastore, database)
     name = partitions_def_name(database, "ev")

@@ -1,0 +1,127 @@
+"""An executor SIGKILLed while a compaction's write tasks run, on the Spark standalone cluster (`--spark-cluster`):
+Spark runs the lost tasks again on the executors left (a task may fail 4 times on a cluster), the unit's
+verification (its input counted in the write's own tasks) still matches, no row is lost or duplicated and no output
+file of the killed task is left anywhere."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.plan.thresholds import Batching, WriteMode
+from lakekeeper_dagster.engine.protocol.journal import Journal
+from lakekeeper_dagster.engine.statuses import UnitStatus
+from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs, make_table, rows_of
+from spark_resources.py4j import scala_seq
+
+PARTS = [{"date": f"2024-03-0{d}"} for d in (1, 2, 3)]
+
+
+class ExecutorKiller(threading.Thread):
+    """Watches the driver's status store for a running task of the writing stage of `table` (its job labelled
+    `lakekeeper compact <table>...: write ...`); freezes the executor running it (SIGSTOP), checks once the driver
+    has heard everything that the task is still running there, and SIGKILLs it: the task dies mid-write, and the
+    shuffle output the executor held is lost with it (map tasks run again)."""
+
+    def __init__(self, spark, cluster, table: str):
+        super().__init__(daemon=True)
+        self.spark, self.cluster, self.label = spark, cluster, f"lakekeeper compact {table}"
+        self.killed: tuple[str, int] | None = None  # (executor id, pid)
+        self.done = threading.Event()
+
+    def _running_task(self) -> tuple[str, str] | None:
+        """(executor id, task) of a running task of the last stage of a labelled write job that has a shuffle (the
+        stage that writes, reading map outputs the executors hold), by the driver's status store."""
+        context = self.spark._jsc.sc()
+        context.listenerBus().waitUntilEmpty()
+        tracker = self.spark.sparkContext.statusTracker()
+        jobs = [tracker.getJobInfo(job) for job in tracker.getActiveJobsIds()]
+        writing = {max(job.stageIds) for job in jobs if job is not None and len(job.stageIds) > 1}
+        store = context.statusStore()
+        for stage in scala_seq(store.activeStages()):
+            description = str(stage.description().getOrElse(None))
+            labelled = description.startswith(self.label) and ": write " in description
+            if not labelled or stage.stageId() not in writing:
+                continue
+            for task in scala_seq(store.taskList(stage.stageId(), stage.attemptId(), 100)):
+                if str(task.status()) == "RUNNING":
+                    return str(task.executorId()), f"stage {stage.stageId()} task {task.taskId()}"
+        return None
+
+    def _pid(self, executor: str) -> int | None:
+        app = self.spark.sparkContext.applicationId
+        within = self.cluster.work_dir / app / executor
+        return next((p for p in self.cluster.executor_pids(app) if os.readlink(f"/proc/{p}/cwd") == str(within)), None)
+
+    def run(self) -> None:
+        while not self.done.is_set() and self.killed is None:
+            found = self._running_task()
+            pid = self._pid(found[0]) if found else None
+            if pid is None:
+                time.sleep(0.05)
+                continue
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(1.0)  # a status update the executor sent before it froze reaches the driver
+            if self._running_task() == found:
+                os.kill(pid, signal.SIGKILL)
+                self.killed = (found[0], pid)
+            else:
+                os.kill(pid, signal.SIGCONT)
+
+
+def children(pids: list[int]) -> list[str]:
+    """The command lines of the processes whose parent is one of `pids`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) in pids:
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.cluster(only=True)
+@pytest.mark.parametrize("mode", [WriteMode.ONE_JOB, WriteMode.PER_UNIT])
+def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(spark, spark_cluster, database, data_dir, mode):
+    table = make_table(spark, database, "ev", data_dir, partitions=PARTS, files=4, rows=50_000)
+    before = rows_of(spark, table)
+    assert len({row[0] for row in before}) == len(before) == 3 * 50_000
+    options = dataclasses.replace(OPTIONS, batching=Batching(write_mode=mode, concurrent_jobs=2), sort_columns=("v",))
+    killer = ExecutorKiller(spark, spark_cluster, table)
+    killer.start()
+    try:
+        results = compact_table(spark, database, "ev", options)
+    finally:
+        killer.done.set()
+        killer.join()
+
+    assert killer.killed is not None, "no write task was caught running"
+    executor, pid = killer.killed
+    assert not os.path.exists(f"/proc/{pid}")
+    lost = [e for e in scala_seq(spark._jsc.sc().statusStore().executorList(False)) if str(e.id()) == executor]
+    assert [e.isActive() for e in lost] == [False]  # the driver saw it die
+    assert [r.status for r in results] == [UnitStatus.COMPACTED] * 3, [r.reason for r in results]
+    assert all(r.row_count_preserved and r.checksum_matches for r in results)
+    assert rows_of(spark, table) == before  # every row, once: nothing lost, nothing duplicated
+    assert all(len(data_files(data_dir / r.partition)) == 1 for r in results)
+    # Nothing of the killed task's output anywhere: no temporary directory, no staging sibling left behind.
+    assert not list(data_dir.rglob("_temporary")) and not list(data_dir.rglob("*.crc.tmp"))
+    assert [d for d in hidden_dirs(data_dir) if not d.startswith(".lk-old-")] == []
+    (run_id,) = {r.run_id for r in results}
+    home = data_dir.parent / f".lakekeeper-{data_dir.name}"
+    journal = Journal.load(Storage(spark), (home / "journal" / run_id).as_uri())
+    assert [u.state for u in journal.units] == ["committed"] * 3
+    assert not (home / "lease").exists()
+    # The engine ships no Python function to executors (DataFrame expressions only): no executor started a Python
+    # worker, so executors need no Python environment of the project.
+    executors = spark_cluster.executor_pids(spark.sparkContext.applicationId)
+    assert executors and children(executors) == []

@@ -1,0 +1,52 @@
+"""`lakekeeper-dagster cluster start|status|stop`: a real Spark standalone cluster run from pyspark's jars."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from lakekeeper_dagster_tests.surface.test_cli import run_cli
+from spark_resources.cluster import MASTER_CLASS, WORKER_CLASS
+
+
+def _alive(pid: int, marker: str) -> bool:
+    try:
+        return marker.encode() in open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_cluster_start_status_stop(tmp_path):
+    (tmp_path / "lakekeeper.yaml").write_text(f"metastore:\n  home: {tmp_path / 'lk'}\n")
+    state_file = tmp_path / "lk" / "cluster" / "cluster.json"
+    try:
+        started = run_cli(["cluster", "start"], tmp_path)
+        assert started.returncode == 0, started.stderr[-3000:]
+        url = re.search(r"cluster running: (spark://127\.0\.0\.1:\d+)", started.stdout)[1]
+        # the block it prints is a valid config that points the runs at the cluster
+        block = yaml.safe_load(started.stdout.split("put this block in the config file:\n", 1)[1])
+        assert block["spark_submit"]["master"] == url and block["spark_submit"]["deploy_mode"] == "client"
+        state = json.loads(state_file.read_text())
+        assert _alive(state["master"], MASTER_CLASS) and len(state["workers"]) == 2
+        assert all(_alive(pid, WORKER_CLASS) for pid in state["workers"])
+
+        status = run_cli(["cluster", "status"], tmp_path)
+        assert status.returncode == 0 and f"running at {url} (2 of 2 workers alive" in status.stdout, status.stdout
+        again = run_cli(["cluster", "start"], tmp_path)  # a no-op on the running cluster
+        assert f"cluster running: {url}" in again.stdout and json.loads(state_file.read_text()) == state
+
+        stopped = run_cli(["cluster", "stop"], tmp_path)
+        assert stopped.returncode == 0 and "cluster stopped" in stopped.stdout
+        assert not any(
+            _alive(pid, cls)
+            for pid, cls in [(state["master"], MASTER_CLASS)] + [(pid, WORKER_CLASS) for pid in state["workers"]]
+        )
+        after = run_cli(["cluster", "status"], tmp_path)
+        assert after.returncode == 3 and "stopped" in after.stdout
+        assert "was not running" in run_cli(["cluster", "stop"], tmp_path).stdout
+    finally:
+        run_cli(["cluster", "stop"], tmp_path)
