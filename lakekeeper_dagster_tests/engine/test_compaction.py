@@ -14,7 +14,7 @@ from lakekeeper_dagster.engine.hive.catalog import list_partitions, read_table
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
-from lakekeeper_dagster.engine.plan.thresholds import Batching
+from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
 from lakekeeper_dagster.engine.protocol.journal import Journal
 from lakekeeper_dagster.engine.rewrite.codec import existing_codec
 from lakekeeper_dagster_tests.tables import (
@@ -103,6 +103,24 @@ def test_codec_is_preserved(spark, database, data_dir, fmt, properties, codec, e
     info = read_table(spark, database, "c")
     assert existing_codec(spark, info, output) == expected
     assert rows_of(spark, table) == before
+
+
+def test_sorted_into_several_files_counts_each_row_once(spark, database, data_dir):
+    """Several target files sorted by a column (a range shuffle, its input sampled by a job of its own): each file
+    sorted, the input's fingerprint equal to the output's (`test_executor_loss` re-runs the shuffle's map tasks)."""
+    table = make_table(spark, database, "m", data_dir, partitions=DATES[:1], files=5, rows=300)
+    before = rows_of(spark, table)
+    size = sum(p.stat().st_size for p in data_files(data_dir / "date=2024-01-01"))
+    options = CompactionOptions(Thresholds(size // 3 + 1, 1.0), sort_columns=("v",))
+    (result,) = compact_table(spark, database, "m", options)
+    assert (result.status, result.target_files) == ("compacted", 3), result.reason
+    assert result.row_count_preserved and result.checksum_matches
+    assert rows_of(spark, table) == before
+    files = data_files(data_dir / "date=2024-01-01")
+    assert len(files) == 3
+    for file in files:
+        values = [r.v for r in spark.read.parquet(str(file)).collect()]
+        assert values and values == sorted(values), file
 
 
 def test_sort_columns_including_a_partition_column(spark, database, data_dir):

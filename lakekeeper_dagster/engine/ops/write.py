@@ -121,10 +121,13 @@ def _write_unit(run: CompactionRun, item: BatchItem, paths: list[str]) -> None:
         session = isolated_session(run.spark, write_settings(item.encodings))
         files = _spark_files(run, item)
         with run.spark_job(f"{run.label(unit)}: write {files} file(s)"):
+            # Observed after the range shuffle: in the writing (result) tasks, whose updates Spark applies once, not
+            # in map tasks, which re-run (and count again) when an executor with their output is lost.
             df, observation = observed(
-                read_files(session, run.info, run.schema, paths), f"lk-in-{run.journal.run_id}-{item.index}"
+                arrange(read_files(session, run.info, run.schema, paths), run.sort_columns, files),
+                f"lk-in-{run.journal.run_id}-{item.index}",
             )
-            writer = arrange(df, run.sort_columns, files).write.mode(item.merged.write_mode)
+            writer = df.write.mode(item.merged.write_mode)
             writer.format(run.info.file_format).options(**format_options(run.info))
             writer.option("compression", item.codec).save(unit.incoming)
         run.storage.delete(child(unit.incoming, "_SUCCESS"))
