@@ -34,7 +34,7 @@ import yaml
 MIB = 1024 * 1024
 
 
-def start_session(metastore_uri: str, warehouse: str, app_name: str, conf: dict[str, str] | None = None):
+def start_session(metastore_uri: str, warehouse: str, app_name: str, conf: dict[str, str]):
     """The local-mode session of every contender; `conf` (e.g. `spark.master: spark://...`) applied last."""
     from spark_resources.session import local_hive_conf, start_spark_session
 

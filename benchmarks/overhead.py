@@ -11,7 +11,9 @@ to 10).
 `--master cluster` starts a Spark standalone cluster for the benchmark (`spark_resources/cluster.py`: a Master and
 2 Workers of 1 core, executors of 1 GB: the same 2 cores as local mode's local[2]; the driver in the contender's
 process, client mode) and stops it at the end; `--master spark://HOST:PORT` uses a running one. Each contender then
-runs on each master, labelled `<contender>@<master>`, with local mode's settings otherwise.
+runs on each master, labelled `<contender>@<master>`, with local mode's settings otherwise. The CPU figures of a
+run on a cluster are the driver's only (the contender's process and JVM; its executors run under the Workers), so
+they are named `driver_cpu_s`, `driver_cpu_jvm_s`, ... in its results.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> None:
                 labels.append(label)
         for spec in harness.datasets_of(args):
             data = bench.prepare(spec, args.data_dir)
-            runs = harness.interleaved(labels, args.runs, lambda c, spec=spec: bench.run(c, spec, args.data_dir))
+            runs = harness.interleaved(
+                labels, args.runs, lambda c, spec=spec: driver_side(c, bench.run(c, spec, args.data_dir))
+            )
             summary = {c: harness.summarize(r) for c, r in runs.items()}
             ratios = ratios_of(summary, [suffix_of(m) for m in masters])
             payload["datasets"].append({"data": data, "summary": summary, "ratios": ratios, "runs": runs})
@@ -67,11 +71,25 @@ def suffix_of(master: str) -> str:
     return "" if master == "local" else f"@{master}"
 
 
+DRIVER_ONLY = ("cpu_s", "cpu_python_s", "cpu_jvm_s", "max_rss_mb")
+
+
+def driver_side(label: str, result: dict) -> dict:
+    """The run's figures, those of `cpu.run` renamed `driver_<name>` for a run on a cluster (`label` has an `@`):
+    they measure the contender's process and its JVM, the driver; the executors run under the cluster's Workers."""
+    if "@" not in label:
+        return result
+    return {f"driver_{key}" if key in DRIVER_ONLY else key: value for key, value in result.items()}
+
+
 def spark_conf_for(master: str, work_dir: Path, clusters: contextlib.ExitStack) -> dict[str, str]:
     """The Spark conf (over local mode's) of the contenders run on `master`; `cluster` starts one, stopped by
     `clusters` at the end."""
     if master == "local":
         return {}
+    if master != "cluster" and not master.startswith("spark://"):
+        raise SystemExit(f"--master {master!r}: expected local, cluster or spark://HOST:PORT")
+    harness.log(f"@{master} runs: the cpu figures are the driver's only (the executors' CPU is not measured)")
     if master == "cluster":
         from spark_resources.cluster import SparkCluster
 
@@ -79,17 +97,15 @@ def spark_conf_for(master: str, work_dir: Path, clusters: contextlib.ExitStack) 
         clusters.callback(cluster.stop)
         harness.log(f"Spark standalone cluster: {cluster.start()} ({cluster.workers} workers of 1 core)")
         return cluster.session_conf()
-    if master.startswith("spark://"):
-        return {"spark.master": master}
-    raise SystemExit(f"--master {master!r}: expected local, cluster or spark://HOST:PORT")
+    return {"spark.master": master}
 
 
-def ratios_of(summary: dict, suffixes: list[str] | None = None) -> dict:
+def ratios_of(summary: dict, suffixes: list[str]) -> dict:
     """Each engine contender's wall time over each bare one's, and one_job's over per_unit's, where both ran (on
     each master: `suffixes`); a contender's on a cluster over its own in local mode."""
     wall = {c: s["wall_median_s"] for c, s in summary.items()}
     pairs = []
-    for s in suffixes or [""]:
+    for s in suffixes:
         pairs += [(a + s, b + s) for a in ("ours", "ours-one-job") for b in ("bare-onejob", "bare-each")]
         pairs.append(("ours-one-job" + s, "ours" + s))
         pairs += [(c + s, c) for c in CONTENDERS if s]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -101,3 +102,15 @@ def run_cli(args: list[str], cwd: Path, metastore_uri: str, env_extra: dict | No
     return subprocess.run(
         command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
     )
+
+
+def new_cluster_apps(cluster, known: set[str], timeout: float = 60.0) -> list[tuple[str, str]]:
+    """(name, state) of the applications the Master of `cluster` registered beyond `known` (its app ids before a
+    run), once every one is over, or as they stand after `timeout` seconds: the Master learns that a driver went
+    asynchronously."""
+    deadline = time.monotonic() + timeout
+    while True:
+        new = [app for app_id, app in cluster.applications().items() if app_id not in known]
+        if (new and all(state == "FINISHED" for _name, state in new)) or time.monotonic() > deadline:
+            return new
+        time.sleep(0.5)

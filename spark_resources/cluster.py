@@ -24,6 +24,7 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 HOST = "127.0.0.1"
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class ClusterError(ResourceError):
@@ -51,8 +52,10 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _stop_pid(pid: int, timeout: float) -> None:
-    """SIGTERM, then SIGKILL after `timeout` seconds; reaps it when it is a child of this process."""
+def _stop_pid(pid: int, marker: str, timeout: float) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds; reaps it when it is a child of this process. Gone means its
+    command line no longer names `marker`: an exited process another parent has not reaped yet (a zombie, whose
+    command line is empty) is stopped, though `kill -0` still finds it."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -60,9 +63,7 @@ def _stop_pid(pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(pid)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid, marker):
             return
         time.sleep(0.2)
     try:
@@ -127,11 +128,18 @@ class SparkCluster:
     def master_json(self, timeout: float = 5.0) -> dict:
         """The Master's own view (its web UI's /json): url, workers with their state, applications."""
         url = f"http://{HOST}:{self._state().get('webui_port')}/json/"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as answer:
+        try:  # straight to loopback, never through an http_proxy of the environment
+            with NO_PROXY.open(url, timeout=timeout) as answer:
                 return json.loads(answer.read())
         except (OSError, ValueError) as error:
             raise ClusterError(f"the Spark Master's web UI at {url} does not answer: {error}") from None
+
+    def applications(self) -> dict[str, tuple[str, str]]:
+        """(name, state) of every application the Master knows, by id: running or waiting ones, then completed ones
+        (FINISHED once their driver went; the Master learns that asynchronously)."""
+        view = self.master_json()
+        apps = view.get("activeapps", []) + view.get("completedapps", [])
+        return {app["id"]: (app["name"], app["state"]) for app in apps}
 
     def alive_workers(self) -> int:
         return sum(1 for w in self.master_json().get("workers", []) if w.get("state") == "ALIVE")
@@ -277,10 +285,10 @@ class SparkCluster:
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the Workers (and their executors), then the Master; True when something was running."""
         running = self._pids()
-        for pid, _cls in running:
-            _stop_pid(pid, timeout)
+        for pid, cls in running:
+            _stop_pid(pid, cls, timeout)
         for pid in self.executor_pids():  # a Worker stops its executors; one killed hard cannot
-            _stop_pid(pid, timeout)
+            _stop_pid(pid, EXECUTOR_CLASS, timeout)
         self.state_file.unlink(missing_ok=True)
         self._started.clear()
         return bool(running)

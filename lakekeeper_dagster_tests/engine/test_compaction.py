@@ -27,10 +27,15 @@ from lakekeeper_dagster_tests.tables import (
     write_files,
 )
 
+# The ORC case runs on the cluster only (locally, ORC partitioned tables compact in the recovery matrix).
+ON_CLUSTER_ONLY = pytest.mark.cluster(only=True)
 
-@pytest.mark.cluster
-def test_partitioned_parquet_compacts_with_identical_content(spark, database, data_dir):
-    table = make_table(spark, database, "ev", data_dir, partitions=DATES, files=6)
+
+@pytest.mark.parametrize(
+    "fmt", [pytest.param("parquet", marks=pytest.mark.cluster), pytest.param("orc", marks=ON_CLUSTER_ONLY)]
+)
+def test_partitioned_table_compacts_with_identical_content(spark, database, data_dir, fmt):
+    table = make_table(spark, database, "ev", data_dir, fmt=fmt, partitions=DATES, files=6)
     spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-03') VALUES (999, 'one', 1)")  # a single file: OK
     (data_dir / "date=2024-01-01").chmod(0o750)
     location_before = read_table(spark, database, "ev").location
@@ -56,7 +61,7 @@ def test_partitioned_parquet_compacts_with_identical_content(spark, database, da
     assert sorted(r[0] for r in spark.sql(f"SHOW PARTITIONS {table}").collect()) == shown
     assert rows_of(spark, table) == before
     # Partition discovery from the files alone sees the same partitions and rows: no staging/old dir looks like one.
-    discovered = spark.read.parquet(data_dir.as_uri())
+    discovered = spark.read.format(fmt).load(data_dir.as_uri())
     assert discovered.count() == len(before)
     assert sorted(r.date for r in discovered.select("date").distinct().collect()) == [
         "2024-01-01",

@@ -1,15 +1,18 @@
 """An executor SIGKILLed while a compaction's write tasks run, on the Spark standalone cluster (`--spark-cluster`):
-Spark runs the lost tasks again on the executors left (a task may fail 4 times on a cluster), the unit's
+Spark runs the lost tasks again on the executors left (a task may fail 4 times on a cluster; the status store shows
+the task lost with its executor and the stage attempts run again), the unit's
 verification (its input counted in the write's own tasks) still matches, no row is lost or duplicated and no output
 file of the killed task is left anywhere."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -29,22 +32,24 @@ class ExecutorKiller(threading.Thread):
     """Watches the driver's status store for a running task of the writing stage of `table` (its job labelled
     `lakekeeper compact <table>...: write ...`); freezes the executor running it (SIGSTOP), checks once the driver
     has heard everything that the task is still running there, and SIGKILLs it: the task dies mid-write, and the
-    shuffle output the executor held is lost with it (map tasks run again)."""
+    shuffle output the executor held is lost with it (map tasks run again). An exception in the thread is kept in
+    `error` (its traceback) for the test to report; an executor it froze but did not kill runs on."""
 
     def __init__(self, spark, cluster, table: str):
         super().__init__(daemon=True)
         self.spark, self.cluster, self.label = spark, cluster, f"lakekeeper compact {table}"
-        self.killed: tuple[str, int] | None = None  # (executor id, pid)
+        self.killed: tuple[str, int, int] | None = None  # (executor id, pid, id of the job whose task it ran)
+        self.error: str | None = None
         self.done = threading.Event()
 
-    def _running_task(self) -> tuple[str, str] | None:
-        """(executor id, task) of a running task of the last stage of a labelled write job that has a shuffle (the
-        stage that writes, reading map outputs the executors hold), by the driver's status store."""
+    def _running_task(self) -> tuple[str, int, int, int] | None:
+        """(executor id, job, stage, task) of a running task of the last stage of a labelled write job that has a
+        shuffle (the stage that writes, reading map outputs the executors hold), by the driver's status store."""
         context = self.spark._jsc.sc()
         context.listenerBus().waitUntilEmpty()
         tracker = self.spark.sparkContext.statusTracker()
         jobs = [tracker.getJobInfo(job) for job in tracker.getActiveJobsIds()]
-        writing = {max(job.stageIds) for job in jobs if job is not None and len(job.stageIds) > 1}
+        writing = {max(job.stageIds): job.jobId for job in jobs if job is not None and len(job.stageIds) > 1}
         store = context.statusStore()
         for stage in scala_seq(store.activeStages()):
             description = str(stage.description().getOrElse(None))
@@ -53,15 +58,27 @@ class ExecutorKiller(threading.Thread):
                 continue
             for task in scala_seq(store.taskList(stage.stageId(), stage.attemptId(), 100)):
                 if str(task.status()) == "RUNNING":
-                    return str(task.executorId()), f"stage {stage.stageId()} task {task.taskId()}"
+                    return str(task.executorId()), writing[stage.stageId()], stage.stageId(), task.taskId()
         return None
 
     def _pid(self, executor: str) -> int | None:
         app = self.spark.sparkContext.applicationId
-        within = self.cluster.work_dir / app / executor
-        return next((p for p in self.cluster.executor_pids(app) if os.readlink(f"/proc/{p}/cwd") == str(within)), None)
+        within = str(self.cluster.work_dir / app / executor)
+        for pid in self.cluster.executor_pids(app):
+            try:
+                if os.readlink(f"/proc/{pid}/cwd") == within:
+                    return pid
+            except OSError:  # it exited since it was listed
+                continue
+        return None
 
     def run(self) -> None:
+        try:
+            self._watch()
+        except BaseException:
+            self.error = traceback.format_exc()
+
+    def _watch(self) -> None:
         while not self.done.is_set() and self.killed is None:
             found = self._running_task()
             pid = self._pid(found[0]) if found else None
@@ -69,12 +86,32 @@ class ExecutorKiller(threading.Thread):
                 time.sleep(0.05)
                 continue
             os.kill(pid, signal.SIGSTOP)
-            time.sleep(1.0)  # a status update the executor sent before it froze reaches the driver
-            if self._running_task() == found:
-                os.kill(pid, signal.SIGKILL)
-                self.killed = (found[0], pid)
-            else:
-                os.kill(pid, signal.SIGCONT)
+            try:
+                time.sleep(1.0)  # a status update the executor sent before it froze reaches the driver
+                if self._running_task() == found:
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed = (found[0], pid, found[1])
+            finally:
+                if self.killed is None:  # never leave an executor frozen
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
+
+
+def retries_in(spark, job: int, executor: str) -> tuple[list[str], list[int]]:
+    """In `job`, by the driver's status store: the error of every task that failed on `executor`, and the ids of
+    the stages that ran more than one attempt."""
+    store = spark._jsc.sc().statusStore()
+    failed, rerun = [], []
+    for stage in scala_seq(store.job(job).stageIds()):
+        last = store.lastStageAttempt(stage).attemptId()
+        if last > 0:
+            rerun.append(stage)
+        for attempt in range(last + 1):
+            for task in scala_seq(store.taskList(stage, attempt, 10_000)):
+                error = task.errorMessage()
+                if str(task.executorId()) == executor and str(task.status()) == "FAILED" and error.isDefined():
+                    failed.append(str(error.get()))
+    return failed, rerun
 
 
 def children(pids: list[int]) -> list[str]:
@@ -104,11 +141,17 @@ def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(spark, spark_
         killer.done.set()
         killer.join()
 
+    assert killer.error is None, f"the thread that kills the executor failed:\n{killer.error}"
     assert killer.killed is not None, "no write task was caught running"
-    executor, pid = killer.killed
+    executor, pid, job = killer.killed
     assert not os.path.exists(f"/proc/{pid}")
     lost = [e for e in scala_seq(spark._jsc.sc().statusStore().executorList(False)) if str(e.id()) == executor]
     assert [e.isActive() for e in lost] == [False]  # the driver saw it die
+    # Spark retried: in the killed write job a task failed with the executor's loss, and a stage (the map stage
+    # whose outputs died with the executor, or the write stage that could not fetch them) ran a second attempt.
+    failed, rerun = retries_in(spark, job, executor)
+    assert any(error.startswith("ExecutorLostFailure") for error in failed), failed
+    assert rerun, f"no stage of job {job} ran a second attempt"
     assert [r.status for r in results] == [UnitStatus.COMPACTED] * 3, [r.reason for r in results]
     assert all(r.row_count_preserved and r.checksum_matches for r in results)
     assert rows_of(spark, table) == before  # every row, once: nothing lost, nothing duplicated

@@ -17,7 +17,16 @@ from lakekeeper_dagster.engine.protocol.journal import RECORD_WRITTEN_POINT, Jou
 from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.protocol.recovery import recover, recover_table
 from lakekeeper_dagster.engine.statuses import UnitState
-from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, hidden_dirs, make_table, rows_of, run_cli
+from lakekeeper_dagster_tests.tables import (
+    DATES,
+    OPTIONS,
+    data_files,
+    hidden_dirs,
+    make_table,
+    new_cluster_apps,
+    rows_of,
+    run_cli,
+)
 
 COMPACTION_POINTS = ["written", "backed_up", "swapping", "retired", "installed_dir", "installed", "committed"]
 SWAP_BEGUN = {"swapping", "retired", "installed_dir", "installed", "committed"}
@@ -46,12 +55,12 @@ def test_compaction_killed_at_every_step_is_recovered(
     table = make_table(spark, database, "cr", root, fmt=fmt, partitions=DATES if partitioned else None, files=4)
     before = rows_of(spark, table)
 
+    apps_before = set(spark_cluster.applications()) if spark_cluster is not None else set()
     crashed = run_cli(["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert (data_dir / ".lakekeeper-cr" / "lease").exists()  # left behind by the dead process
-    if spark_cluster is not None:  # the killed driver's application ran on the cluster, and is over
-        apps = spark_cluster.master_json()["completedapps"]
-        assert [a["name"] for a in apps if a["name"] == "lakekeeper-dagster"] == ["lakekeeper-dagster"]
+    if spark_cluster is not None:  # the killed driver's application, and only it, ran on the cluster, and is over
+        assert new_cluster_apps(spark_cluster, apps_before) == [("lakekeeper-dagster", "FINISHED")]
 
     recover(spark, [(database, "cr")])
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import threading
 
 import pytest
 import yaml
 
 from lakekeeper_dagster_tests.surface.test_cli import run_cli
-from spark_resources.cluster import MASTER_CLASS, WORKER_CLASS
+from spark_resources.cluster import MASTER_CLASS, WORKER_CLASS, SparkCluster
 
 
 def _alive(pid: int, marker: str) -> bool:
@@ -36,6 +39,10 @@ def test_cluster_start_status_stop(tmp_path):
 
         status = run_cli(["cluster", "status"], tmp_path)
         assert status.returncode == 0 and f"running at {url} (2 of 2 workers alive" in status.stdout, status.stdout
+        # The Master's web UI is on loopback: asked directly, never through a proxy of the environment.
+        proxy = {"http_proxy": "http://127.0.0.1:9", "no_proxy": "", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+        proxied = run_cli(["cluster", "status"], tmp_path, proxy)
+        assert f"running at {url} (2 of 2 workers alive" in proxied.stdout, proxied.stdout
         again = run_cli(["cluster", "start"], tmp_path)  # a no-op on the running cluster
         assert f"cluster running: {url}" in again.stdout and json.loads(state_file.read_text()) == state
 
@@ -50,3 +57,27 @@ def test_cluster_start_status_stop(tmp_path):
         assert "was not running" in run_cli(["cluster", "stop"], tmp_path).stdout
     finally:
         run_cli(["cluster", "stop"], tmp_path)
+
+
+def test_stop_does_not_wait_for_a_zombie_to_be_reaped(tmp_path):
+    """A Master started by an earlier `cluster start` is not a child of `cluster stop`: once it exits on SIGTERM it
+    can linger as a zombie (its parent has not reaped it yet), which `kill -0` still finds. Stop sees it gone."""
+    child = "import os, time; print(os.getpid(), flush=True); time.sleep(300)"  # prints once it runs
+    script = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}, {MASTER_CLASS!r}]); "
+    script += "time.sleep(300)"  # never reaps its child
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        master = int(parent.stdout.readline())
+        (tmp_path / "cluster.json").write_text(json.dumps({"master": master, "workers": [], "port": 1}))
+        cluster = SparkCluster(home=tmp_path)
+        stopped: list[bool] = []
+        stopping = threading.Thread(target=lambda: stopped.append(cluster.stop(timeout=3600)), daemon=True)
+        stopping.start()
+        stopping.join(120)  # a deadline only: stop returns once the zombie's command line is gone
+        assert stopped == [True], "stop still waits for the exited Master to be reaped"
+        with open(f"/proc/{master}/stat") as stat:
+            assert stat.read().rsplit(")", 1)[1].split()[0] == "Z"  # exited, not yet reaped by its parent
+        assert not (tmp_path / "cluster.json").exists()
+    finally:
+        parent.kill()
+        parent.wait()

@@ -14,7 +14,15 @@ from lakekeeper_dagster.location_state import store_state
 from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
 from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, job_name, partitions_def_name
-from lakekeeper_dagster_tests.tables import DATES, REPO, cli_spark_submit, data_files, make_table, rows_of
+from lakekeeper_dagster_tests.tables import (
+    DATES,
+    REPO,
+    cli_spark_submit,
+    data_files,
+    make_table,
+    new_cluster_apps,
+    rows_of,
+)
 
 
 @pytest.fixture
@@ -188,6 +196,7 @@ def test_dagster_cli_validates_and_launches_a_partition(spark, spark_cluster, me
     validate = dagster("definitions", "validate")
     assert validate.returncode == 0, validate.stderr[-3000:]
     tags = json.dumps({"dagster/partition": "date=2024-01-02"})
+    apps_before = set(spark_cluster.applications()) if spark_cluster is not None else set()
     launched = dagster("job", "launch", "-j", job_name(database, "cli"), "--tags", tags)
     assert launched.returncode == 0, launched.stderr[-3000:]
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -202,7 +211,7 @@ def test_dagster_cli_validates_and_launches_a_partition(spark, spark_cluster, me
     assert len(data_files(data_dir / "date=2024-01-01")) == 3
     assert rows_of(spark, f"{database}.cli") == before
     if spark_cluster is not None:  # the run's own session (the resource's, from spark_submit) ran on the cluster
-        assert "lakekeeper-dagster" in [a["name"] for a in spark_cluster.master_json()["completedapps"]]
+        assert new_cluster_apps(spark_cluster, apps_before) == [("lakekeeper-dagster", "FINISHED")]
 
 
 def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
