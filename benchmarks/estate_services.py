@@ -265,7 +265,8 @@ def instance_bytes(home: Path, postgres_url: str | None) -> dict:
         return {"instance_bytes": sum(p.stat().st_size for p in databases), "dagster_home_bytes": everything}
     import psycopg2
 
-    with psycopg2.connect(postgres_url) as connection, connection.cursor() as cursor:
+    dsn = postgres_url.replace("postgresql+psycopg2://", "postgresql://", 1)  # libpq reads no SQLAlchemy driver
+    with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
         cursor.execute("SELECT pg_database_size(current_database())")
         (size,) = cursor.fetchone()
     connection.close()
