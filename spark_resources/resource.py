@@ -103,9 +103,9 @@ class HiveSparkResource(LazyPySparkResource):
         if login is None:
             self._spark_session = self._start_session()
             return
+        login.login()  # first: a credential problem is said as such, whatever else runs in this process
         if running is not None:
             login.check_running_session(running)
-        login.login()
         spark = None
         try:
             spark = self._start_session()
