@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 
 from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
 from spark_resources.cluster import SparkCluster
@@ -48,6 +49,15 @@ def pytest_collection_modifyitems(config, items) -> None:
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def fresh_definitions_load():
+    """Each test loads definitions as a new process would (initialization: the newest stored state). Dagster keeps
+    the load context of the last repository it loaded from a code pointer (an in-process location, a reconstructed
+    job) for the whole process, with the state versions of that moment: a later test's load would skip the refresh
+    or read a stale version (in the whole suite, test_state.py then saw no stored state)."""
+    DefinitionsLoadContext.set(None)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ import os
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 from dagster._core.remote_origin import InProcessCodeLocationOrigin  # Dagster's own test workspace, as its tests use
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
@@ -64,9 +63,6 @@ def workspace(spark, metastore, database, tables):
         assert context.get_code_location_error(location) is None
         yield process, context, location
     SERVED.pop()
-    # The in-process location leaves its load context (a reconstruction) installed for the whole process; a later
-    # test's load must be a new process's (initialization: a `dagster dev` load refreshes the state).
-    DefinitionsLoadContext.set(None)
 
 
 def gql(context, query: str, variables: dict | None = None) -> dict:
