@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.settings import EngineSettings, StrictModel
 from spark_resources.session import hive_spark_conf
 from spark_resources.settings import MetastoreSettings, SparkSubmitSettings
@@ -58,8 +59,8 @@ class ObservationSettings(StrictModel):
     )
 
 
-class TableOverride(StrictModel):
-    """Settings of one table that replace the general ones."""
+class TableOverride(TablePolicies):
+    """Settings of one table that replace the general ones, and its partition-management policies."""
 
     min_files: int | None = Field(
         default=None, ge=2, examples=[50], description="The sensor's file-count threshold; default: sensor.min_files."
@@ -106,6 +107,10 @@ class LakekeeperConfig(EngineSettings):
         """The sensor's file-count threshold for a table: its override, else `sensor.min_files`."""
         override = self.table_overrides.get(f"{database}.{table}")
         return override.min_files if override and override.min_files else self.sensor.min_files
+
+    def policies_for(self, database: str, table: str) -> TablePolicies:
+        """A table's partition time and partition-management policies (defaults when it has no override)."""
+        return self.table_overrides.get(f"{database}.{table}") or TableOverride()
 
 
 def run_owner(run_id: str | None) -> str:
@@ -221,8 +226,9 @@ def _template_lines(model: BaseModel, indent: str) -> list[str]:
         item = get_args(field.annotation)[-1:]  # dict[str, Model]: one entry, commented out, as an example
         if item and isinstance(item[0], type) and issubclass(item[0], BaseModel):
             lines.append(f"{indent}#   mydb.mytable:")
+            defaults = item[0]().model_dump(mode="json")
             lines += [
-                f"{indent}#     {key}: {_yaml_value((spec.examples or [spec.default])[0])}  # {spec.description}"
+                f"{indent}#     {key}: {_yaml_value((spec.examples or [defaults[key]])[0])}  # {spec.description}"
                 for key, spec in item[0].model_fields.items()
             ]
     return lines

@@ -128,6 +128,8 @@ def test_every_key_is_described_and_in_the_template():
         "SensorThresholds",
         "ObservationSettings",
         "TableOverride",
+        "RetentionPolicy",
+        "ArchivePolicy",
     }
     template = config_template()
     for model in models:

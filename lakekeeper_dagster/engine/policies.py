@@ -1,0 +1,82 @@
+"""Per-table partition-management policies (`table_overrides.<db.table>.*`): the partition time, retention, cold
+archive and merging of fine partitions. Each operation reads its block; an operation on a table without the keys it
+needs is refused with a message naming them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, parse_age
+from lakekeeper_dagster.engine.rewrite.codec import validated_codec
+
+
+class PolicyBlock(BaseModel):
+    """A policy block: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _checked_age(value: str | None) -> str | None:
+    if value is not None:
+        parse_age(value, "older_than")
+    return value
+
+
+class RetentionPolicy(PolicyBlock):
+    """Drop partitions older than an age: metastore entry and data (to the Trash)."""
+
+    older_than: str | None = Field(default=None, examples=["90d"], description="Drop partitions older than this age.")
+    max_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Refuse a run that would drop more than this fraction of the table's partitions (--force).",
+    )
+
+    _age = field_validator("older_than")(_checked_age)
+
+
+class ArchivePolicy(PolicyBlock):
+    """Rewrite old partitions with a heavier codec, through the compaction protocol."""
+
+    older_than: str | None = Field(default=None, examples=["365d"], description="Archive partitions older than this.")
+    codec: str = Field(default="gzip", description="The archive codec (Parquet: gzip, zstd...; ORC: zlib, zstd...).")
+
+    _age = field_validator("older_than")(_checked_age)
+
+    @field_validator("codec")
+    @classmethod
+    def _known_codec(cls, value: str) -> str:
+        return validated_codec(value, setting="archive.codec")
+
+
+class TablePolicies(PolicyBlock):
+    """A table's partition time and partition-management policies."""
+
+    partition_time: dict[str, str] | None = Field(
+        default=None,
+        examples=[{"dt": "%Y%m%d%H"}],
+        description="The partition's time: {column: strftime format}, one column (dt: '%Y%m%d%H') or several "
+        "(year: '%Y', month: '%m', day: '%d', hour: '%H'); read as UTC.",
+    )
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy, description="Retention: drop old partitions.")
+    archive: ArchivePolicy = Field(default_factory=ArchivePolicy, description="Cold archive: recompress old ones.")
+
+    def clock(self, table: str) -> PartitionClock:
+        """The table's partition clock; a ConfigError names `partition_time` when it is not set."""
+        return PartitionClock.of(self.partition_time, table)
+
+
+def policy_age(flag: str | None, configured: str | None, key: str, table: str) -> timedelta:
+    """The age limit of an operation: the command-line flag, else the policy key; a ConfigError names both."""
+    if flag is not None:
+        return parse_age(flag, "--older-than")
+    if configured is None:
+        raise ConfigError(
+            f"{table}: no age given; pass --older-than (e.g. 90d) or set table_overrides.{table}.{key}; "
+            "nothing was changed"
+        )
+    return parse_age(configured, f"table_overrides.{table}.{key}")
