@@ -68,6 +68,9 @@ def test_pre_gregorian_and_far_future_values_parse():
         ({"dt": "%Y%m%d%Hx%Z"}, "%Z"),
         ({"dt": "day-%d"}, "year"),
         ({"dt": "constant"}, "none"),
+        ({"year": "%Y", "day": "%d"}, "fix the day but not the month"),  # 15 December would read as 15 January
+        ({"dt": "%Y%m%H"}, "fix the hour but not the day"),
+        ({"y": "%Y", "doy": "%j"}, "%j"),  # a day of the year needs its year to give a date: not supported
     ],
 )
 def test_an_unusable_partition_time_is_refused_naming_the_key(setting, message):

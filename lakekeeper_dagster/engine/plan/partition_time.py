@@ -24,7 +24,6 @@ STEPS = {
     "M": "minute",
     "H": "hour",
     "d": "day",
-    "j": "day",
     "m": "month",
     "b": "month",
     "B": "month",
@@ -102,7 +101,14 @@ class PartitionClock:
             steps += [STEPS[d] for d in found]
         if "year" not in steps:
             raise ConfigError(f"{key}: no column gives the year (%Y or %y); a time without a year cannot be compared")
-        return cls(tuple(setting.items()), min(steps, key=STEP_ORDER.index))
+        finest = min(steps, key=STEP_ORDER.index)
+        gaps = [step for step in STEP_ORDER[STEP_ORDER.index(finest) :] if step not in steps]
+        if gaps:  # {year, day} would read 15 December as 15 January
+            raise ConfigError(
+                f"{key}: the formats fix the {finest} but not the {' and '.join(gaps)}; add the column(s) that "
+                f"give the {' and '.join(gaps)}, or leave the {finest} out"
+            )
+        return cls(tuple(setting.items()), finest)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -125,7 +131,7 @@ class PartitionClock:
 
     def start(self, spec: Spec) -> datetime | None:
         """When the partition's period begins, or None when a value is missing, does not round-trip, or the
-        columns disagree (a day that month does not have, a `%j` against a `%m`)."""
+        columns disagree (a day that month does not have)."""
         fields: dict[str, int] = {}
         for column, fmt in self.columns:
             value = self._value(spec, column)
@@ -137,7 +143,7 @@ class PartitionClock:
                 return None
             for directive in directives(fmt):
                 named = {"S": {"second": parsed.second}, "M": {"minute": parsed.minute}, "H": {"hour": parsed.hour},
-                         "d": {"day": parsed.day}, "j": {"month": parsed.month, "day": parsed.day},
+                         "d": {"day": parsed.day},
                          "Y": {"year": parsed.year}, "y": {"year": parsed.year}}.get(directive,
                         {"month": parsed.month})  # fmt: skip
                 for name, number in named.items():
