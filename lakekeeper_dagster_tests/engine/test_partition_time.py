@@ -52,6 +52,8 @@ def test_a_partition_is_older_only_when_its_whole_period_ended():
     assert MONTHLY.end({"ym": "202412"}) == datetime(2025, 1, 1)
     assert FLAT.select_older([{"dt": "2024031011"}], cutoff).older  # ended exactly at the cutoff
     assert FLAT.select_older([{"dt": "2024031012"}], cutoff).newer
+    named = MONTHLY.select_older([("a", {"ym": "202402"}), ("b", {"ym": "x"})], cutoff, spec_of=lambda item: item[1])
+    assert named.older == (("a", {"ym": "202402"}),) and named.untimed == (("b", {"ym": "x"}),)
 
 
 def test_pre_gregorian_and_far_future_values_parse():

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Generic, TypeVar
 
 from lakekeeper_dagster.engine.errors import ConfigError
 
@@ -35,6 +36,7 @@ _AGE = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
 _AGE_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 
 Spec = Mapping[str, str]
+Item = TypeVar("Item")
 
 
 def directives(fmt: str) -> list[str]:
@@ -64,12 +66,12 @@ def _add_months(moment: datetime, months: int) -> datetime:
 
 
 @dataclass(frozen=True)
-class TimedSelection:
+class TimedSelection(Generic[Item]):
     """Partitions split by a cutoff: wholly older, not (yet) older, and those whose values do not parse."""
 
-    older: tuple[dict[str, str], ...]
-    newer: tuple[dict[str, str], ...]
-    untimed: tuple[dict[str, str], ...]
+    older: tuple[Item, ...]
+    newer: tuple[Item, ...]
+    untimed: tuple[Item, ...]
 
 
 @dataclass(frozen=True)
@@ -167,11 +169,15 @@ class PartitionClock:
         return begin + {"second": timedelta(seconds=1), "minute": timedelta(minutes=1), "hour": timedelta(hours=1),
                         "day": timedelta(days=1)}[self.step]  # fmt: skip
 
-    def select_older(self, specs: Iterable[Spec], cutoff: datetime) -> TimedSelection:
-        """Split partitions: those whose whole period ended at or before `cutoff`, the others, the untimed."""
-        older, newer, untimed = [], [], []
-        for spec in specs:
-            end = self.end(spec)
-            target = untimed if end is None else older if end <= cutoff else newer
-            target.append(dict(spec))
+    def select_older(
+        self, items: Iterable[Item], cutoff: datetime, spec_of: Callable[[Item], Spec] | None = None
+    ) -> TimedSelection[Item]:
+        """Split partitions (specs, or any items whose spec `spec_of` gives): those whose whole period ended at or
+        before `cutoff`, the others, the untimed; each keeps its item."""
+        older: list[Item] = []
+        newer: list[Item] = []
+        untimed: list[Item] = []
+        for item in items:
+            end = self.end(spec_of(item) if spec_of else item)  # type: ignore[arg-type]
+            (untimed if end is None else older if end <= cutoff else newer).append(item)
         return TimedSelection(tuple(older), tuple(newer), tuple(untimed))
