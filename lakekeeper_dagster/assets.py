@@ -122,16 +122,16 @@ def build_table_asset(
     )
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
         check_config(config, info)
-        options = settings.compaction_options(
-            info.database,
-            info.name,
-            owner=run_owner(context.run_id),
-            sort_columns=config.sort_columns or None,
-            force=config.force or context.run.tags.get(FORCE_TAG) == "true",
-            codec=config.codec,
-        )
         keys = run_units(context, config, info) if spec.partitions_def else None
         with engine_failures():  # each step of each partition on the run's log as it happens: the run page moves
+            options = settings.compaction_options(  # a table's bad archive policy fails the run with its key
+                info.database,
+                info.name,
+                owner=run_owner(context.run_id),
+                sort_columns=config.sort_columns or None,
+                force=config.force or context.run.tags.get(FORCE_TAG) == "true",
+                codec=config.codec,
+            )
             current_table(spark.spark_session, info)
             results = compact_table(
                 spark.spark_session, info.database, info.name, options, keys, lambda e: context.log.info(e.describe())

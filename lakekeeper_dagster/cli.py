@@ -11,6 +11,7 @@ from pathlib import Path
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
+from lakekeeper_dagster.cli_archive import add_archive_parser
 from lakekeeper_dagster.cli_cluster import add_cluster_parser
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
@@ -338,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--dry-run", dest="dry_run", action="store_const", const=True, help="list, remove nothing")
     cleanup.add_argument("--yes", action="store_true", help="do not ask on a terminal before deleting")
     cleanup.set_defaults(func=cmd_cleanup)
+    add_archive_parser(sub, open_spark)
 
     recover = sub.add_parser("recover", help="finish or undo runs a crash interrupted, from their journals")
     _table_args(recover)

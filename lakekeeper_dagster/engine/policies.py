@@ -4,12 +4,13 @@ needs is refused with a message naming them."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, parse_age
+from lakekeeper_dagster.engine.ops.options import ArchiveRule
+from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, parse_age, utc_now
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 
 
@@ -68,6 +69,21 @@ class TablePolicies(PolicyBlock):
     def clock(self, table: str) -> PartitionClock:
         """The table's partition clock; a ConfigError names `partition_time` when it is not set."""
         return PartitionClock.of(self.partition_time, table)
+
+    def archive_rule(
+        self, table: str, older_than: str | None = None, codec: str | None = None, now: datetime | None = None
+    ) -> ArchiveRule:
+        """The archive rule of `table` (D.T): the flags `older_than` / `codec` when given, else the policy's; a
+        ConfigError names the missing or bad key (`table_overrides.D.T.archive.older_than`, `partition_time`)."""
+        age = policy_age(older_than, self.archive.older_than, "archive.older_than", table)
+        setting = "--codec" if codec is not None else f"table_overrides.{table}.archive.codec"
+        chosen = validated_codec(codec, setting=setting) if codec is not None else self.archive.codec
+        return ArchiveRule(self.clock(table), (now or utc_now()) - age, chosen, setting)
+
+    def standing_archive(self, table: str) -> ArchiveRule | None:
+        """The archive rule every compaction of `table` follows (archive-aged partitions stay in the archive codec),
+        or None when `archive.older_than` is not set."""
+        return self.archive_rule(table) if self.archive.older_than is not None else None
 
 
 def policy_age(flag: str | None, configured: str | None, key: str, table: str) -> timedelta:

@@ -9,6 +9,8 @@ originals, refresh caches and statistics, mark the batch committed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError
@@ -29,10 +31,12 @@ from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, jour
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
 from lakekeeper_dagster.engine.rewrite.codec import recompression_reason, validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
-from lakekeeper_dagster.engine.statuses import ProgressStep, RunKind, UnitStatus
+from lakekeeper_dagster.engine.statuses import PlanStatus, ProgressStep, RunKind, UnitStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+Selection = Callable[[list[Unit]], list[Unit]]  # which of the table's units a run covers (e.g. the archive-aged)
 
 
 def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None) -> list[Unit]:
@@ -58,6 +62,29 @@ def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **
         target_files=plan.target_files,
         **figures,
     )
+
+
+def _refuse_bad_codecs(info: TableInfo, options: CompactionOptions) -> None:
+    """The run's and the archive's codec must exist for the table's format, the archive's clock name partition
+    columns of the table: refused before anything is touched."""
+    validated_codec(options.codec, info.file_format, f"{info.qualified_name}: codec")
+    if options.archive is not None:
+        validated_codec(options.archive.codec, info.file_format, options.archive.setting)
+        options.archive.clock.check_columns(info.partition_columns, info.qualified_name)
+
+
+def _planned(spark: SparkSession, info: TableInfo, target: Unit, entries: DirEntries, options: CompactionOptions):
+    """The unit's plan: the size rule, or the rewrite of every file when some file holding rows is not in the codec
+    the unit is written in (`codec_for`); with `recompress_only`, only the latter."""
+    stats = DirStats.of(target.location, entries.files, options.thresholds.min_file_bytes)
+    plan = plan_unit(target.partition, target.location, stats, options.thresholds, force=options.force)
+    codec = options.codec_for(target.spec)
+    if codec and (recompress := recompression_reason(spark, info, entries.files, codec)):
+        return recompressed(plan, recompress, options.thresholds)  # every file, the large ones too
+    if options.recompress_only and plan.file_count:
+        reason = f"no file holding rows to recompress: already {codec}"
+        return replace(plan, status=PlanStatus.OK, reason=reason, target_files=plan.file_count, write_files=0)
+    return plan
 
 
 def _kept(files: list[DataFile], plan: UnitPlan, options: CompactionOptions) -> list[str]:
@@ -91,13 +118,15 @@ def compact_table(
     options: CompactionOptions,
     partitions: list[str] | None = None,
     progress: Progress = no_progress,
+    select: Selection | None = None,
 ) -> list[UnitResult]:
-    """Compact the partitions of a table that need it (or the named ones); one result per unit.
+    """Compact the partitions of a table that need it (or the named ones, or those `select` keeps of them); one
+    result per unit. Each unit is planned under the lease, after the recovery of interrupted runs.
 
     `progress` hears of the recovery of interrupted runs, the plan, each batch and each unit's steps as they happen.
     """
     info = load_compactable(spark, database, table)
-    validated_codec(options.codec, info.file_format, f"{info.qualified_name}: codec")  # before anything is touched
+    _refuse_bad_codecs(info, options)  # before anything is touched
     progress = serialized(progress)
 
     def report(step: ProgressStep, unit: str | None = None, **figures) -> None:
@@ -105,6 +134,8 @@ def compact_table(
 
     storage = Storage(spark)
     targets = _targets(spark, info, partitions)
+    if select is not None:
+        targets = select(targets)
     refused = placement_refusal(spark, storage, info, targets, options.non_atomic_rename_schemes_accepted)
     if refused:  # before any file is touched: the filesystem may not even be reachable from here
         raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
@@ -139,10 +170,7 @@ def compact_table(
                 )
                 report(ProgressStep.SKIPPED, target.partition, detail=results[-1].reason)
                 continue
-            stats = DirStats.of(target.location, entries.files, options.thresholds.min_file_bytes)
-            plan = plan_unit(target.partition, target.location, stats, options.thresholds, force=options.force)
-            if options.codec and (recompress := recompression_reason(spark, info, entries.files, options.codec)):
-                plan = recompressed(plan, recompress, options.thresholds)  # every file, the large ones too
+            plan = _planned(spark, info, target, entries, options)
             if not plan.needs_compaction:
                 figures = {"files_after": plan.file_count, "bytes_after": plan.total_bytes}
                 results.append(_result(info, plan, UnitStatus.SKIPPED, plan.reason, **figures))

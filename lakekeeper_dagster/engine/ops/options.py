@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
 from lakekeeper_dagster.engine.statuses import UnitStatus
+
+
+@dataclass(frozen=True)
+class ArchiveRule:
+    """Cold archive: a partition whose period (by `clock`) ended by `cutoff` is written in `codec`. `setting` names
+    the key the codec comes from (a refusal names it)."""
+
+    clock: PartitionClock
+    cutoff: datetime
+    codec: str
+    setting: str = "archive.codec"
+
+    def covers(self, spec: Mapping[str, str | None] | None) -> bool:
+        """Whether the partition `spec` is archive-aged (an unpartitioned table, or untimed partition, never is)."""
+        end = self.clock.end(spec) if spec else None
+        return end is not None and end <= self.cutoff
 
 
 @dataclass(frozen=True)
@@ -21,6 +40,16 @@ class CompactionOptions:
     non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
     codec: str | None = None  # the codec every rewritten or merged file gets; None keeps the table's (`choose_codec`)
     byte_merge_min_row_group_bytes: int = 64 * 1024 * 1024  # byte-merge files whose row groups all reach it; 0: never
+    # archive-aged partitions are written in the archive codec, so no compaction recompresses them back
+    archive: ArchiveRule | None = None
+    recompress_only: bool = False  # rewrite a unit only to change its codec (an archive run); the size rule picks none
+
+    def codec_for(self, spec: Mapping[str, str | None] | None) -> str | None:
+        """The codec a unit's rewrite writes: the archive codec for an archive-aged partition, else `codec` (None:
+        the table's, `choose_codec`)."""
+        if self.archive is not None and self.archive.covers(spec):
+            return self.archive.codec
+        return self.codec
 
 
 @dataclass
