@@ -9,8 +9,6 @@ asset, and an op job cannot declare another asset's checks as its own through Da
 yields an `AssetCheckResult` for a check its job does not plan fails), while a logged evaluation lands in the same
 check's history."""
 
-from __future__ import annotations
-
 import dagster as dg
 from pydantic import Field
 
