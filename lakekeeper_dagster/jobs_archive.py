@@ -110,7 +110,7 @@ def build_archive_job(
                         "partitions_to_archive": len(todo),
                         "bytes_to_archive": sum(c.bytes for c in todo),
                         "report": "\n".join(plan.lines()),
-                    }  # fmt: skip
+                    }
                 )
                 return
             options = settings.compaction_options(database, table, owner=run_owner(context.run_id))
