@@ -12,8 +12,9 @@ from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.ops.archive import archive_table, plan_archive
-from lakekeeper_dagster.engine.ops.options import UnitResult
+from lakekeeper_dagster.engine.ops.options import DEFAULT_ARCHIVE_CODECS, UnitResult
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
+from lakekeeper_dagster.engine.plan.units import TablePlan
 from lakekeeper_dagster.engine.statuses import UnitStatus
 
 
@@ -33,13 +34,31 @@ def render_archived(results: list[UnitResult], codec: str) -> str:
     return "\n".join(lines)
 
 
+def dry_run_notes(config: LakekeeperConfig, plans: list[TablePlan], codec: str | None) -> list[str]:
+    """The lines after compact's dry-run report: what a run does that the report cannot show (recompressions to a
+    run codec, found from footers; the archive codec archive-aged partitions are written in), then that nothing
+    was changed."""
+    notes = []
+    if codec or config.codec:  # found by reading every file's footer, which a dry run does not
+        notes.append("codec: a run also recompresses the partitions marked OK whose files use another codec")
+    for plan in (p for p in plans if p.file_format in DEFAULT_ARCHIVE_CODECS):
+        rule = config.policies_for(plan.database, plan.table).standing_archive(plan.qualified_name)
+        if rule is not None:
+            notes.append(
+                f"{plan.qualified_name}: archive: the partitions ended before {rule.cutoff:%Y-%m-%d %H:%M} UTC that "
+                f"a run rewrites are written in {rule.codec_of(plan.file_format)} "
+                f"(table_overrides.{plan.qualified_name}.archive)"
+            )
+    return [*notes, "dry run: nothing was changed"]
+
+
 def cmd_archive(
     args: argparse.Namespace, config: LakekeeperConfig, open_spark: Callable[[LakekeeperConfig], Any]
 ) -> int:
     """Print the dry run, or archive and print each partition's figures; exit 1 when a partition failed."""
     database, table = split_table_name(args.table, "--table")
     name = f"{database}.{table}"
-    rule = config.policies_for(database, table).archive_rule(name, args.older_than, args.codec)  # before Spark
+    rule = config.archive_rule(database, table, args.older_than, args.codec, ("--older-than", "--codec"))  # no Spark
     spark = open_spark(config)
     if config.dry_run:
         print("\n".join(plan_archive(spark, database, table, rule).lines()))
@@ -47,7 +66,7 @@ def cmd_archive(
         return 0
     options = config.compaction_options(database, table, owner=run_owner(None))
     with shown(name) as progress:  # on stderr: a bar on a terminal, else plain lines
-        results = archive_table(spark, database, table, options, rule, progress)
+        rule, results = archive_table(spark, database, table, options, rule, progress)
     print(render_archived(results, rule.codec) or f"{name}: no partition ended before {rule.cutoff:%Y-%m-%d %H:%M}")
     return 1 if any(r.status == UnitStatus.FAILED for r in results) else 0
 

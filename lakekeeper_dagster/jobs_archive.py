@@ -17,10 +17,8 @@ from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
 from lakekeeper_dagster.engine.ops.archive import archive_table, plan_archive
 from lakekeeper_dagster.engine.ops.options import ArchiveRule, UnitResult
-from lakekeeper_dagster.engine.plan.partition_time import parse_age
-from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.figures import unit_metadata
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
@@ -44,14 +42,11 @@ class ArchiveConfig(dg.Config):
     )
 
     def rule(self, settings: LakekeeperConfig) -> tuple[str, str, ArchiveRule]:
-        """(database, table, rule); ConfigError naming the config or policy key for an empty or bad value."""
+        """(database, table, rule); ConfigError naming the config or policy key for an empty, bad or differing value
+        (`LakekeeperConfig.archive_rule`)."""
         database, table = split_table_name(self.table, "config.table")
-        if self.older_than is not None:
-            parse_age(self.older_than, "config.older_than")
-        if self.codec is not None:
-            validated_codec(self.codec, setting="config.codec")
-        policies = settings.policies_for(database, table)
-        return database, table, policies.archive_rule(f"{database}.{table}", self.older_than, self.codec)
+        flags = ("config.older_than", "config.codec")
+        return database, table, settings.archive_rule(database, table, self.older_than, self.codec, flags)
 
 
 def archive_metadata(results: list[UnitResult], rule: ArchiveRule) -> dict:
@@ -106,7 +101,7 @@ def build_archive_job(
                 context.add_output_metadata(
                     {
                         OPERATION: "archive (dry run)",
-                        "codec": rule.codec,
+                        "codec": plan.rule.codec,
                         "partitions_to_archive": len(todo),
                         "bytes_to_archive": sum(c.bytes for c in todo),
                         "report": "\n".join(plan.lines()),
@@ -114,7 +109,7 @@ def build_archive_job(
                 )
                 return
             options = settings.compaction_options(database, table, owner=run_owner(context.run_id))
-            results = archive_table(
+            rule, results = archive_table(
                 session, database, table, options, rule, lambda event: context.log.info(event.describe())
             )
         for result in results:
@@ -123,12 +118,7 @@ def build_archive_job(
         key = keys.get(f"{database}.{table}")
         if key is not None:
             _record(context, key, results, rule)
-        failed = [r for r in results if r.status == UnitStatus.FAILED]
-        if failed:
-            raise dg.Failure(
-                description=f"{len(failed)} partition(s) of {database}.{table} failed to archive: "
-                + "; ".join(f"{r.partition}: {r.reason}" for r in failed)[:4000]
-            )
+        fail_on_failed_units(results, f"partition(s) of {database}.{table} failed to archive")
 
     @dg.job(
         name=ARCHIVE_JOB,

@@ -44,13 +44,17 @@ class ArchivePolicy(PolicyBlock):
     """Rewrite old partitions with a heavier codec, through the compaction protocol."""
 
     older_than: str | None = Field(default=None, examples=["365d"], description="Archive partitions older than this.")
-    codec: str = Field(default="gzip", description="The archive codec (Parquet: gzip, zstd...; ORC: zlib, zstd...).")
+    codec: str | None = Field(
+        default=None,
+        description="The archive codec (Parquet: gzip, zstd...; ORC: zlib, zstd...). Unset: gzip for Parquet tables, "
+        "zlib for ORC tables.",
+    )
 
     _age = field_validator("older_than")(_checked_age)
 
     @field_validator("codec")
     @classmethod
-    def _known_codec(cls, value: str) -> str:
+    def _known_codec(cls, value: str | None) -> str | None:
         return validated_codec(value, setting="archive.codec")
 
 
@@ -71,14 +75,36 @@ class TablePolicies(PolicyBlock):
         return PartitionClock.of(self.partition_time, table)
 
     def archive_rule(
-        self, table: str, older_than: str | None = None, codec: str | None = None, now: datetime | None = None
+        self,
+        table: str,
+        older_than: str | None = None,
+        codec: str | None = None,
+        now: datetime | None = None,
+        flags: tuple[str, str] = ("--older-than", "--codec"),
     ) -> ArchiveRule:
-        """The archive rule of `table` (D.T): the flags `older_than` / `codec` when given, else the policy's; a
-        ConfigError names the missing or bad key (`table_overrides.D.T.archive.older_than`, `partition_time`)."""
-        age = policy_age(older_than, self.archive.older_than, "archive.older_than", table)
-        setting = "--codec" if codec is not None else f"table_overrides.{table}.archive.codec"
-        chosen = validated_codec(codec, setting=setting) if codec is not None else self.archive.codec
-        return ArchiveRule(self.clock(table), (now or utc_now()) - age, chosen, setting)
+        """The archive rule of `table` (D.T): the flags `older_than` / `codec` when given (`flags` names them), else
+        the policy's. A ConfigError names the missing or bad key (`table_overrides.D.T.archive.older_than`,
+        `partition_time`), or the flag that differs from a configured `archive.older_than` (every compaction keeps
+        that policy: the partitions would be rewritten back and forth); a differing codec is refused when the
+        table's format is known (`ArchiveRule.codec_of`)."""
+        key, configured = f"table_overrides.{table}.archive", self.archive.older_than
+        if older_than is not None:
+            age = parse_age(older_than, flags[0])
+            if configured is not None and age != parse_age(configured, f"{key}.older_than"):
+                raise ConfigError(
+                    f"{flags[0]} {older_than} differs from {key}.older_than ({configured}): every compaction writes "
+                    f"the partitions older than {configured} in the archive codec and the newer ones in the table's, "
+                    f"so partitions would be rewritten back and forth; leave out {flags[0]} or change "
+                    f"{key}.older_than; nothing was changed"
+                )
+        else:
+            age = policy_age(None, configured, "archive.older_than", table)
+        cutoff = (now or utc_now()) - age
+        standing = ArchiveRule(self.clock(table), cutoff, self.archive.codec, f"{key}.codec")
+        if codec is None:
+            return standing
+        chosen = validated_codec(codec, setting=flags[1])
+        return ArchiveRule(standing.clock, cutoff, chosen, flags[1], standing if configured is not None else None)
 
     def standing_archive(self, table: str) -> ArchiveRule | None:
         """The archive rule every compaction of `table` follows (archive-aged partitions stay in the archive codec),

@@ -12,11 +12,17 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.plan.partition_time import utc_now
+from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.surface.test_failures import assert_failed_with
 from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of
 
 POLICY = {"partition_time": {"date": "%Y-%m-%d"}, "archive": {"older_than": "30d"}}
+
+
+def _codecs(spark, directory) -> set[str]:
+    footers = read_footers(spark, "parquet", [f"file://{p}" for p in data_files(directory)], str(directory))
+    return {"+".join(f.codecs) for f in footers if f.rows}
 
 
 def _location(spark, metastore, database, data_dir) -> tuple[dg.Definitions, str]:
@@ -56,6 +62,7 @@ def test_archive_job_dry_run_then_real_run_with_figures_and_checks(spark, metast
         assert metadata["archived"].value == "date=2024-01-01, date=2024-01-02"
         assert (metadata["files_before"].value, metadata["files_after"].value) == (6, 2)
         assert metadata["rows_before"].value == metadata["rows_after"].value == 400
+        assert metadata["checksum_before"].value == metadata["checksum_after"].value != ""
         assert metadata["bytes_before"].value > 0 and metadata["bytes_after"].value > 0
         materialized = instance.fetch_materializations(key, limit=10).records
         assert sorted(r.partition_key for r in materialized) == ["date=2024-01-01", "date=2024-01-02"]
@@ -66,8 +73,11 @@ def test_archive_job_dry_run_then_real_run_with_figures_and_checks(spark, metast
             evaluation = record.event.dagster_event.event_specific_data
             assert evaluation.passed and record.run_id == real.run_id
         assert instance.get_run_by_id(real.run_id).is_success
-    assert rows_of(spark, table) == before
+    assert rows_of(spark, table) == before  # every row, every value
     assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
+    today = data_dir / "ev" / f"date={utc_now():%Y-%m-%d}"
+    codecs = [_codecs(spark, data_dir / "ev" / f"date={d['date']}") for d in DATES]
+    assert codecs == [{"GZIP"}, {"GZIP"}] and _codecs(spark, today) == {"SNAPPY"}  # the newer one left alone
 
     (schedule,) = [s for s in location.schedules if s.name == "archive_schedule"]
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED

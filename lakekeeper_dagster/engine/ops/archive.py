@@ -72,29 +72,27 @@ class ArchivePlan:
         return lines
 
 
-def _archived_table(spark: SparkSession, database: str, table: str, rule: ArchiveRule) -> TableInfo:
-    """The table, refused as compaction refuses it or when unpartitioned, with the rule checked against it."""
+def _archived_table(spark: SparkSession, database: str, table: str, rule: ArchiveRule) -> tuple[TableInfo, ArchiveRule]:
+    """The table, refused as compaction refuses it or when unpartitioned, and the rule checked against it, with its
+    codec resolved for the table's format (`ArchiveRule.codec_of`)."""
     info = load_compactable(spark, database, table)
     if not info.is_partitioned:
         raise ConfigError(
             f"{info.qualified_name} is not partitioned: archive rewrites old partitions; nothing was changed"
         )
-    validated_codec(rule.codec, info.file_format, rule.setting)
+    codec = validated_codec(rule.codec_of(info.file_format), info.file_format, rule.setting)
     rule.clock.check_columns(info.partition_columns, info.qualified_name)
-    return info
+    return info, replace(rule, codec=codec, standing=None)
 
 
 def plan_archive(spark: SparkSession, database: str, table: str, rule: ArchiveRule) -> ArchivePlan:
     """The dry run: each archive-aged partition with its end, files, bytes and codecs. Reads the metastore and the
     files' footers, takes no lease and changes nothing."""
-    info = _archived_table(spark, database, table, rule)
-    units = table_units(spark, info)
-    by_spec = {tuple(sorted(u.spec.items())): u for u in units}
-    selection = rule.clock.select_older([u.spec for u in units], rule.cutoff)
+    info, rule = _archived_table(spark, database, table, rule)
+    selection = rule.clock.select_older(table_units(spark, info), rule.cutoff, spec_of=lambda u: u.spec)
     wanted = footer_codec(info.file_format, rule.codec)
     storage, candidates = Storage(spark), []
-    for spec in selection.older:
-        unit = by_spec[tuple(sorted(spec.items()))]
+    for unit in selection.older:
         files = storage.list_data_files(unit.location) if storage.exists(unit.location) else []
         try:
             footers = read_footers(spark, info.file_format, [f.path for f in files], unit.partition)
@@ -103,11 +101,11 @@ def plan_archive(spark: SparkSession, database: str, table: str, rule: ArchiveRu
         else:
             unreadable = None
         codecs = tuple(sorted({"+".join(f.codecs) for f in footers if f.rows}))
-        ended = rule.clock.end(spec)
+        ended = rule.clock.end(unit.spec)
         size = sum(f.size for f in files)
         recompress = bool(not_in_codec(footers, wanted))
         candidates.append(ArchiveCandidate(unit.partition, ended, len(files), size, codecs, recompress, unreadable))
-    untimed = tuple(by_spec[tuple(sorted(s.items()))].partition for s in selection.untimed)
+    untimed = tuple(u.partition for u in selection.untimed)
     return ArchivePlan(info.qualified_name, rule, wanted, tuple(candidates), len(selection.newer), untimed)
 
 
@@ -118,14 +116,15 @@ def archive_table(
     options: CompactionOptions,
     rule: ArchiveRule,
     progress: Progress = no_progress,
-) -> list[UnitResult]:
+) -> tuple[ArchiveRule, list[UnitResult]]:
     """Recompress the table's archive-aged partitions to the archive codec through the compaction protocol,
-    compacting them at the same time; one result per archive-aged partition (compacted = archived; skipped when
-    already in the codec). Planned under the table's lease, after the recovery of interrupted runs."""
-    _archived_table(spark, database, table, rule)  # refused before the lease, nothing touched
+    compacting them at the same time: the rule with its codec resolved, and one result per archive-aged partition
+    (compacted = archived; skipped when already in the codec; failed when its files cannot be read). Planned under
+    the table's lease, after the recovery of interrupted runs."""
+    _, rule = _archived_table(spark, database, table, rule)  # refused before the lease, nothing touched
     archive = replace(options, archive=rule, recompress_only=True, force=False)
 
     def aged(units: list[Unit]) -> list[Unit]:
         return [u for u in units if rule.covers(u.spec)]
 
-    return compact_table(spark, database, table, archive, progress=progress, select=aged)
+    return rule, compact_table(spark, database, table, archive, progress=progress, select=aged)

@@ -64,7 +64,7 @@ class CompactionRun:
 
     def codec_for(self, item: BatchItem) -> str | None:
         """The codec the run asks for the item's unit (`CompactionOptions.codec_for`; None: the table's)."""
-        return self.options.codec_for(self.journal.units[item.index].spec)
+        return self.options.codec_for(self.journal.units[item.index].spec, self.info.file_format)
 
     def spark_job(self, what: str):
         """Label the Spark jobs started meanwhile in this thread: operation, table or partition, step."""

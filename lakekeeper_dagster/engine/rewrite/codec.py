@@ -59,21 +59,26 @@ def not_in_codec(footers: list[FileFooter], wanted: str) -> list[FileFooter]:
     return [f for f in footers if f.rows and f.codecs != (wanted,)]
 
 
-def recompression_reason(spark: SparkSession, info: TableInfo, files: list[DataFile], codec: str) -> str | None:
-    """Why a unit the size rule skips is rewritten anyway to change its files' codec to `codec`, or None when every
-    file holding rows already has it (read from the footers; a partition already in `codec` is never rewritten for
-    it, whatever its empty files say)."""
+def recompression_reason(
+    spark: SparkSession, info: TableInfo, files: list[DataFile], codec: str, strict: bool = False
+) -> tuple[str, set[str]] | None:
+    """Why a unit is rewritten to change its files' codec to `codec`, with the paths of the files holding rows in
+    another codec, or None when every file holding rows already has it (read from the footers; a partition already
+    in `codec` is never rewritten for it, whatever its empty files say). An unreadable footer leaves the unit as the
+    size rule decided (a compaction of it says what is unreadable), or raises its UnitFailure when `strict`."""
     wanted = footer_codec(info.file_format, codec)
     try:
         footers = read_footers(spark, info.file_format, [f.path for f in files], info.qualified_name)
-    except UnitFailure as failure:  # left as the size rule decided; a compaction of it says what is unreadable
+    except UnitFailure as failure:
+        if strict:
+            raise
         log.warning("%s", failure)
         return None
     others = not_in_codec(footers, wanted)
     if not others:
         return None
     found = sorted({"+".join(f.codecs) for f in others})
-    return f"recompress {len(others)} file(s) from {', '.join(found)} to {wanted}"
+    return f"recompress {len(others)} file(s) from {', '.join(found)} to {wanted}", {f.path for f in others}
 
 
 def existing_codec(spark: SparkSession, info: TableInfo, file: DataFile) -> str:
