@@ -10,7 +10,7 @@ from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.figures import (
     checksum_check_metadata,
     files_check_metadata,
@@ -122,16 +122,16 @@ def build_table_asset(
     )
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
         check_config(config, info)
-        options = settings.compaction_options(
-            info.database,
-            info.name,
-            owner=run_owner(context.run_id),
-            sort_columns=config.sort_columns or None,
-            force=config.force or context.run.tags.get(FORCE_TAG) == "true",
-            codec=config.codec,
-        )
         keys = run_units(context, config, info) if spec.partitions_def else None
         with engine_failures():  # each step of each partition on the run's log as it happens: the run page moves
+            options = settings.compaction_options(  # a table's bad archive policy fails the run with its key
+                info.database,
+                info.name,
+                owner=run_owner(context.run_id),
+                sort_columns=config.sort_columns or None,
+                force=config.force or context.run.tags.get(FORCE_TAG) == "true",
+                codec=config.codec,
+            )
             current_table(spark.spark_session, info)
             results = compact_table(
                 spark.spark_session, info.database, info.name, options, keys, lambda e: context.log.info(e.describe())
@@ -139,11 +139,6 @@ def build_table_asset(
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
         yield dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))
-        failed = [r for r in results if r.status == UnitStatus.FAILED]
-        if failed:  # the run fails, so the sensor backs these partitions off
-            raise dg.Failure(
-                description=f"{len(failed)} unit(s) of {info.qualified_name} failed: "
-                + "; ".join(f"{r.partition or '(table)'}: {r.reason}" for r in failed)[:4000]
-            )
+        fail_on_failed_units(results, f"unit(s) of {info.qualified_name} failed")  # the sensor backs them off
 
     return _compact

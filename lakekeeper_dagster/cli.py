@@ -11,6 +11,7 @@ from pathlib import Path
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
+from lakekeeper_dagster.cli_archive import add_archive_parser, dry_run_notes
 from lakekeeper_dagster.cli_cluster import add_cluster_parser
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
@@ -187,10 +188,8 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
         raise ConfigError("--sort-columns goes with a single --table (use sort_columns in the config for several)")
     spark, pairs = spark_and_tables(args, config, "compact")
     if config.dry_run:
-        print(render_report(analyze_tables(spark, pairs, config.thresholds())))
-        if args.codec or config.codec:  # found by reading every file's footer, which a dry run does not
-            print("codec: a run also recompresses the partitions marked OK whose files use another codec")
-        print("dry run: nothing was changed")
+        plans = analyze_tables(spark, pairs, config.thresholds())
+        print(render_report(plans), *dry_run_notes(config, plans, args.codec), sep="\n")
         return 0
     sort = args.sort_columns.split(",") if args.sort_columns is not None else None
     codes = {EXIT_OK}
@@ -338,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--dry-run", dest="dry_run", action="store_const", const=True, help="list, remove nothing")
     cleanup.add_argument("--yes", action="store_true", help="do not ask on a terminal before deleting")
     cleanup.set_defaults(func=cmd_cleanup)
+    add_archive_parser(sub, open_spark)
 
     recover = sub.add_parser("recover", help="finish or undo runs a crash interrupted, from their journals")
     _table_args(recover)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
 
@@ -14,6 +15,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.ops.options import ArchiveRule, CompactionOptions
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.settings import EngineSettings, StrictModel
 from spark_resources.session import hive_spark_conf
@@ -111,6 +113,26 @@ class LakekeeperConfig(EngineSettings):
     def policies_for(self, database: str, table: str) -> TablePolicies:
         """A table's partition time and partition-management policies (defaults when it has no override)."""
         return self.table_overrides.get(f"{database}.{table}") or TableOverride()
+
+    def compaction_options(self, database: str, table: str, **choices: Any) -> CompactionOptions:
+        """A compaction run's options (`EngineSettings.compaction_options`), with the table's standing archive rule:
+        partitions older than `archive.older_than` are written in the archive codec, never recompressed back."""
+        options = super().compaction_options(database, table, **choices)
+        return replace(options, archive=self.policies_for(database, table).standing_archive(f"{database}.{table}"))
+
+    def archive_rule(
+        self, database: str, table: str, older_than: str | None, codec: str | None, flags: tuple[str, str]
+    ) -> ArchiveRule:
+        """An archive run's rule (`TablePolicies.archive_rule`). Without a standing `archive.older_than` policy, a
+        global `codec` is refused: every compaction would recompress the archived partitions back to it."""
+        policies, name = self.policies_for(database, table), f"{database}.{table}"
+        if self.codec is not None and policies.archive.older_than is None:
+            raise ConfigError(
+                f"{name}: codec is set ({self.codec}), so every compaction would recompress archived partitions back "
+                f"to {self.codec}; set table_overrides.{name}.archive.older_than (and archive.codec) so compactions "
+                "keep old partitions in the archive codec, then archive; nothing was changed"
+            )
+        return policies.archive_rule(name, older_than, codec, flags=flags)
 
 
 def run_owner(run_id: str | None) -> str:

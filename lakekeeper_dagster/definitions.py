@@ -21,6 +21,7 @@ from lakekeeper_dagster.assets import build_table_asset
 from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.jobs import build_jobs, build_refresh_job, cleanup_schedule, compaction_job, refresh_schedule
+from lakekeeper_dagster.jobs_archive import ARCHIVE_JOB, archive_schedule, build_archive_job
 from lakekeeper_dagster.location_state import LocationState
 from lakekeeper_dagster.managed import ManagedTables, load_managed_tables
 from lakekeeper_dagster.observations import OBSERVE_JOB, build_observe_job, observe_schedule
@@ -72,6 +73,7 @@ def definitions_from_state(
         *build_jobs(config, tables, translator),
         build_observe_job(config, tables, translator),
         build_refresh_job(config, translator),
+        build_archive_job(config, tables, translator),
     ]
     if state.notice:
         jobs = [job.with_metadata({**job.metadata, NOTICE_KEY: dg.MetadataValue.text(state.notice)}) for job in jobs]
@@ -85,6 +87,7 @@ def definitions_from_state(
             cleanup_schedule(by_name["cleanup_job"]),
             observe_schedule(by_name[OBSERVE_JOB], config),
             refresh_schedule(by_name["refresh_tables_job"]),
+            archive_schedule(by_name[ARCHIVE_JOB], config, tables),
         ],
         sensors=[
             build_file_count_sensor(config, tables, translator, compaction),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import dagster as dg
 
 from lakekeeper_dagster.engine.errors import LakekeeperError
+from lakekeeper_dagster.engine.ops.options import UnitResult
+from lakekeeper_dagster.engine.statuses import UnitStatus
 from spark_resources.errors import ResourceError
 
 
@@ -19,3 +21,14 @@ def engine_failures() -> Iterator[None]:
         yield
     except (LakekeeperError, ResourceError) as error:
         raise dg.Failure(description=str(error)) from None
+
+
+def fail_on_failed_units(results: Iterable[UnitResult], what: str) -> None:
+    """Fail the step when a unit failed, naming each with its reason after `what` (`unit(s) of D.T failed`);
+    called once the run's figures are recorded."""
+    failed = [r for r in results if r.status == UnitStatus.FAILED]
+    if failed:
+        raise dg.Failure(
+            description=f"{len(failed)} {what}: "
+            + "; ".join(f"{r.partition or '(table)'}: {r.reason}" for r in failed)[:4000]
+        )

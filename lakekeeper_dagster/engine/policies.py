@@ -4,12 +4,13 @@ needs is refused with a message naming them."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, parse_age
+from lakekeeper_dagster.engine.ops.options import ArchiveRule
+from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, parse_age, utc_now
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 
 
@@ -43,13 +44,17 @@ class ArchivePolicy(PolicyBlock):
     """Rewrite old partitions with a heavier codec, through the compaction protocol."""
 
     older_than: str | None = Field(default=None, examples=["365d"], description="Archive partitions older than this.")
-    codec: str = Field(default="gzip", description="The archive codec (Parquet: gzip, zstd...; ORC: zlib, zstd...).")
+    codec: str | None = Field(
+        default=None,
+        description="The archive codec (Parquet: gzip, zstd...; ORC: zlib, zstd...). Unset: gzip for Parquet tables, "
+        "zlib for ORC tables.",
+    )
 
     _age = field_validator("older_than")(_checked_age)
 
     @field_validator("codec")
     @classmethod
-    def _known_codec(cls, value: str) -> str:
+    def _known_codec(cls, value: str | None) -> str | None:
         return validated_codec(value, setting="archive.codec")
 
 
@@ -68,6 +73,43 @@ class TablePolicies(PolicyBlock):
     def clock(self, table: str) -> PartitionClock:
         """The table's partition clock; a ConfigError names `partition_time` when it is not set."""
         return PartitionClock.of(self.partition_time, table)
+
+    def archive_rule(
+        self,
+        table: str,
+        older_than: str | None = None,
+        codec: str | None = None,
+        now: datetime | None = None,
+        flags: tuple[str, str] = ("--older-than", "--codec"),
+    ) -> ArchiveRule:
+        """The archive rule of `table` (D.T): the flags `older_than` / `codec` when given (`flags` names them), else
+        the policy's. A ConfigError names the missing or bad key (`table_overrides.D.T.archive.older_than`,
+        `partition_time`), or the flag that differs from a configured `archive.older_than` (every compaction keeps
+        that policy: the partitions would be rewritten back and forth); a differing codec is refused when the
+        table's format is known (`ArchiveRule.codec_of`)."""
+        key, configured = f"table_overrides.{table}.archive", self.archive.older_than
+        if older_than is not None:
+            age = parse_age(older_than, flags[0])
+            if configured is not None and age != parse_age(configured, f"{key}.older_than"):
+                raise ConfigError(
+                    f"{flags[0]} {older_than} differs from {key}.older_than ({configured}): every compaction writes "
+                    f"the partitions older than {configured} in the archive codec and the newer ones in the table's, "
+                    f"so partitions would be rewritten back and forth; leave out {flags[0]} or change "
+                    f"{key}.older_than; nothing was changed"
+                )
+        else:
+            age = policy_age(None, configured, "archive.older_than", table)
+        cutoff = (now or utc_now()) - age
+        standing = ArchiveRule(self.clock(table), cutoff, self.archive.codec, f"{key}.codec")
+        if codec is None:
+            return standing
+        chosen = validated_codec(codec, setting=flags[1])
+        return ArchiveRule(standing.clock, cutoff, chosen, flags[1], standing if configured is not None else None)
+
+    def standing_archive(self, table: str) -> ArchiveRule | None:
+        """The archive rule every compaction of `table` follows (archive-aged partitions stay in the archive codec),
+        or None when `archive.older_than` is not set."""
+        return self.archive_rule(table) if self.archive.older_than is not None else None
 
 
 def policy_age(flag: str | None, configured: str | None, key: str, table: str) -> timedelta:

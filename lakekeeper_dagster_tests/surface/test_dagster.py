@@ -63,6 +63,7 @@ def test_definitions_snapshot(location, database):
         f"Compact__{database}__ev",
         f"Compact__{database}__flat",
         "analyze_job",
+        "archive_job",
         "cleanup_job",
         "observe_partitions_job",
         "recover_job",
@@ -74,6 +75,7 @@ def test_definitions_snapshot(location, database):
         "cleanup_old_backups",
         "observe_partitions_schedule",
         "refresh_tables_schedule",
+        "archive_schedule",
     ]
     assert {s.default_status for s in location.schedules} == {dg.DefaultScheduleStatus.STOPPED}
     assert location.schedules[1].cron_schedule == "0 * * * *"

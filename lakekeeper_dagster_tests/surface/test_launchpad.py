@@ -197,7 +197,7 @@ query ($selector: PipelineSelector!) {
 }"""
 
 # Every job's op and what its launchpad opens with: the op config's defaults (Dagster leaves out the fields whose
-# default is null, "not set"); rollback's table is required, on purpose: a rollback always names its table.
+# default is null, "not set"); rollback's and archive's table is required, on purpose: they always name their table.
 OP_CONFIG = {
     "analyze_job": ("analyze_tables", {"ops": {"analyze_tables": {"config": {"tables": []}}}}),
     "rollback_job": ("rollback", {}),
@@ -206,10 +206,11 @@ OP_CONFIG = {
         {"ops": {"cleanup": {"config": {"delete_all_backups": False, "skip_trash": False, "dry_run": True}}}},
     ),
     "recover_job": ("recover", {}),
+    "archive_job": ("archive", {"ops": {"archive": {"config": {"dry_run": True}}}}),  # opens as a dry run
     "sync_partitions_job": (None, {}),
     "observe_partitions_job": (None, {}),
 }
-NO_DEFAULT = {("rollback", "table")}
+NO_DEFAULT = {("rollback", "table"), ("archive", "table")}
 
 
 def op_config_fields(schema: dict, op: str) -> list[dict]:

@@ -9,9 +9,11 @@ originals, refresh caches and statistics, mark the batch committed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError, StorageError
+from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.fs.dirstats import DirStats
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
@@ -29,10 +31,12 @@ from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, jour
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
 from lakekeeper_dagster.engine.rewrite.codec import recompression_reason, validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
-from lakekeeper_dagster.engine.statuses import ProgressStep, RunKind, UnitStatus
+from lakekeeper_dagster.engine.statuses import PlanStatus, ProgressStep, RunKind, UnitStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+Selection = Callable[[list[Unit]], list[Unit]]  # which of the table's units a run covers (e.g. the archive-aged)
 
 
 def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None) -> list[Unit]:
@@ -43,6 +47,20 @@ def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None)
     if partitions:
         return find_partitions(spark, info, partitions)
     return table_units(spark, info)
+
+
+def _selected(spark: SparkSession, info: TableInfo, partitions: list[str] | None, select: Selection | None):
+    """The units a run covers: the table's (or the named partitions), kept by `select` when given."""
+    targets = _targets(spark, info, partitions)
+    return select(targets) if select is not None else targets
+
+
+def _refuse_placement(
+    spark: SparkSession, storage: Storage, info: TableInfo, targets: list[Unit], options: CompactionOptions
+) -> None:
+    refused = placement_refusal(spark, storage, info, targets, options.non_atomic_rename_schemes_accepted)
+    if refused:
+        raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
 
 
 def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **figures) -> UnitResult:
@@ -58,6 +76,34 @@ def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **
         target_files=plan.target_files,
         **figures,
     )
+
+
+def _refuse_bad_codecs(info: TableInfo, options: CompactionOptions) -> None:
+    """The run's and the archive's codec must exist for the table's format, the archive's clock name partition
+    columns of the table: refused before anything is touched."""
+    validated_codec(options.codec, info.file_format, f"{info.qualified_name}: codec")
+    if options.archive is not None:
+        validated_codec(options.archive.codec_of(info.file_format), info.file_format, options.archive.setting)
+        options.archive.clock.check_columns(info.partition_columns, info.qualified_name)
+
+
+def _planned(spark: SparkSession, info: TableInfo, target: Unit, entries: DirEntries, options: CompactionOptions):
+    """The unit's plan: the size rule; with a run `codec` or `recompress_only`, also the rewrite of its files holding
+    rows in another codec than the unit's (`codec_for`) and of its small ones; with `recompress_only`, only that.
+    The standing archive rule alone never starts a rewrite: it chooses the codec of those decided here. With
+    `recompress_only`, an unreadable footer raises its UnitFailure (the unit fails, never looks done)."""
+    stats = DirStats.of(target.location, entries.files, options.thresholds.min_file_bytes)
+    plan = plan_unit(target.partition, target.location, stats, options.thresholds, force=options.force)
+    codec = options.codec_for(target.spec, info.file_format)
+    if codec is None or not (options.codec or options.recompress_only):
+        return plan
+    found = recompression_reason(spark, info, entries.files, codec, strict=options.recompress_only)
+    if found:
+        return recompressed(plan, found[0], entries.files, found[1], options.thresholds)
+    if options.recompress_only and plan.file_count:
+        reason = f"no file holding rows to recompress: already {codec}"
+        return replace(plan, status=PlanStatus.OK, reason=reason, target_files=plan.file_count, write_files=0)
+    return plan
 
 
 def _kept(files: list[DataFile], plan: UnitPlan, options: CompactionOptions) -> list[str]:
@@ -91,23 +137,24 @@ def compact_table(
     options: CompactionOptions,
     partitions: list[str] | None = None,
     progress: Progress = no_progress,
+    select: Selection | None = None,
 ) -> list[UnitResult]:
-    """Compact the partitions of a table that need it (or the named ones); one result per unit.
+    """Compact the partitions of a table that need it (or the named ones, or those `select` keeps of them); one
+    result per unit. Each unit is planned under the lease, after the recovery of interrupted runs.
 
     `progress` hears of the recovery of interrupted runs, the plan, each batch and each unit's steps as they happen.
     """
     info = load_compactable(spark, database, table)
-    validated_codec(options.codec, info.file_format, f"{info.qualified_name}: codec")  # before anything is touched
+    _refuse_bad_codecs(info, options)  # before anything is touched
     progress = serialized(progress)
 
     def report(step: ProgressStep, unit: str | None = None, **figures) -> None:
         progress(ProgressEvent(step, info.qualified_name, unit, info.is_partitioned, **figures))
 
     storage = Storage(spark)
-    targets = _targets(spark, info, partitions)
-    refused = placement_refusal(spark, storage, info, targets, options.non_atomic_rename_schemes_accepted)
-    if refused:  # before any file is touched: the filesystem may not even be reachable from here
-        raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
+    targets = _selected(spark, info, partitions, select)
+    checked = {t.location for t in targets}
+    _refuse_placement(spark, storage, info, targets, options)  # before any file is touched: maybe not reachable
     unreachable = OperationError(
         f"table {info.qualified_name}: its location {info.location} is not reachable; check the path and "
         "your permissions"
@@ -116,10 +163,13 @@ def compact_table(
         raise unreachable
     sort_columns = resolve_sort_columns(info, options.sort_columns)
     run_id = new_run_id()
-    # a crashed run may have left the table mid-swap: recovered first
+    # a crashed run may have left the table mid-swap: recovered first, then the targets read again
     with exclusive(spark, storage, info, run_id, options.owner, progress) as lease:
         if not storage.exists(info.location):
             raise unreachable
+        targets = _selected(spark, info, partitions, select)
+        if moved := [t for t in targets if t.location not in checked]:  # (re)placed meanwhile
+            _refuse_placement(spark, storage, info, moved, options)
         refuse_leftovers(storage, info, [t.location for t in targets])
         results: list[UnitResult] = []
         work: list[tuple[UnitPlan, DirEntries, Unit]] = []
@@ -139,10 +189,13 @@ def compact_table(
                 )
                 report(ProgressStep.SKIPPED, target.partition, detail=results[-1].reason)
                 continue
-            stats = DirStats.of(target.location, entries.files, options.thresholds.min_file_bytes)
-            plan = plan_unit(target.partition, target.location, stats, options.thresholds, force=options.force)
-            if options.codec and (recompress := recompression_reason(spark, info, entries.files, options.codec)):
-                plan = recompressed(plan, recompress, options.thresholds)  # every file, the large ones too
+            try:
+                plan = _planned(spark, info, target, entries, options)
+            except UnitFailure as failure:  # an archive run's unreadable footer: the unit fails, never looks done
+                results.append(UnitResult(database, table, target.partition, target.location, UnitStatus.FAILED,
+                                          str(failure), files_before=len(entries.files)))  # fmt: skip
+                report(ProgressStep.FAILED, target.partition, detail=str(failure))
+                continue
             if not plan.needs_compaction:
                 figures = {"files_after": plan.file_count, "bytes_after": plan.total_bytes}
                 results.append(_result(info, plan, UnitStatus.SKIPPED, plan.reason, **figures))

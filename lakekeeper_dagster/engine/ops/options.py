@@ -2,10 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds
 from lakekeeper_dagster.engine.statuses import UnitStatus
+
+# the archive codec when `archive.codec` is not set: the heaviest common codec each format has
+DEFAULT_ARCHIVE_CODECS = {"parquet": "gzip", "orc": "zlib"}
+
+
+@dataclass(frozen=True)
+class ArchiveRule:
+    """Cold archive: a partition whose period (by `clock`) ended by `cutoff` is written in `codec` (None: the
+    format's, `DEFAULT_ARCHIVE_CODECS`). `setting` names the key or flag the codec comes from (a refusal names it).
+    `standing`: the table's configured archive policy when this rule comes from flags; their codecs must agree."""
+
+    clock: PartitionClock
+    cutoff: datetime
+    codec: str | None = None
+    setting: str = "archive.codec"
+    standing: ArchiveRule | None = None
+
+    def covers(self, spec: Mapping[str, str | None] | None) -> bool:
+        """Whether the partition `spec` is archive-aged (an unpartitioned table, or untimed partition, never is)."""
+        end = self.clock.end(spec) if spec else None
+        return end is not None and end <= self.cutoff
+
+    def codec_of(self, file_format: str) -> str:
+        """The archive codec for a table of `file_format`; a ConfigError when it differs from the standing policy's
+        (each compaction would write the policy's codec back: endless rewrites)."""
+        codec = self.codec or DEFAULT_ARCHIVE_CODECS.get(file_format, "gzip")
+        if self.standing is not None and (policy := self.standing.codec_of(file_format)) != codec:
+            raise ConfigError(
+                f"{self.setting} {codec} differs from {self.standing.setting} ({policy}): every compaction writes "
+                f"archive-aged partitions in {policy}, so they would be rewritten back and forth; leave out "
+                f"{self.setting} or change {self.standing.setting}; nothing was changed"
+            )
+        return codec
 
 
 @dataclass(frozen=True)
@@ -21,6 +58,16 @@ class CompactionOptions:
     non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
     codec: str | None = None  # the codec every rewritten or merged file gets; None keeps the table's (`choose_codec`)
     byte_merge_min_row_group_bytes: int = 64 * 1024 * 1024  # byte-merge files whose row groups all reach it; 0: never
+    # archive-aged partitions are written in the archive codec, so no compaction recompresses them back
+    archive: ArchiveRule | None = None
+    recompress_only: bool = False  # rewrite a unit only to change its codec (an archive run); the size rule picks none
+
+    def codec_for(self, spec: Mapping[str, str | None] | None, file_format: str) -> str | None:
+        """The codec a unit's rewrite writes: the archive codec for an archive-aged partition, else `codec` (None:
+        the table's, `choose_codec`)."""
+        if self.archive is not None and self.archive.covers(spec):
+            return self.archive.codec_of(file_format)
+        return self.codec
 
 
 @dataclass

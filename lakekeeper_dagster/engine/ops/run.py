@@ -62,6 +62,10 @@ class CompactionRun:
         """What `wait_for_writers` calls when a writer makes `unit` (None: the batch) wait."""
         return lambda what: self.report(ProgressStep.WAITING, unit, detail=what)
 
+    def codec_for(self, item: BatchItem) -> str | None:
+        """The codec the run asks for the item's unit (`CompactionOptions.codec_for`; None: the table's)."""
+        return self.options.codec_for(self.journal.units[item.index].spec, self.info.file_format)
+
     def spark_job(self, what: str):
         """Label the Spark jobs started meanwhile in this thread: operation, table or partition, step."""
         return job_description(self.spark, f"lakekeeper compact {what}")

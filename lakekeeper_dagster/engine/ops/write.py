@@ -53,7 +53,7 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
     item.footer_rows = sum(f.rows for f in footers)
     if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
         run.storage.delete(paths[0])
-    item.codec = choose_codec(run.spark, run.info, item.inputs, run.options.codec)
+    item.codec = choose_codec(run.spark, run.info, item.inputs, run.codec_for(item))
     item.merged = _byte_merge(run, item, footers, label)  # what qualifies is merged first; the rest goes to Spark
     return item.merged.rewrite
 
@@ -64,7 +64,8 @@ def _byte_merge(run: CompactionRun, item: BatchItem, footers: list, label: str) 
     limits = (run.options.byte_merge_min_row_group_bytes, run.options.thresholds.block_size_bytes)
     rearranged = bool(run.sort_columns or item.result.dropped_columns)  # only a rewrite sorts or drops columns
     session = isolated_session(run.spark, write_settings(item.encodings))
-    outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, run.options.codec, label, rearranged)
+    codec = run.codec_for(item)
+    outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, codec, label, rearranged)
     item.result.files_byte_merged = outcome.merged_files
     return outcome
 

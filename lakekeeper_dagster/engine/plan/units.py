@@ -32,6 +32,7 @@ class UnitPlan:
     small_bytes: int = 0
     large_files: int = 0
     write_files: int = 0
+    rewrite: tuple[str, ...] | None = None  # the names of the files rewritten when not the small ones (recompression)
 
     @property
     def needs_compaction(self) -> bool:
@@ -72,22 +73,30 @@ class TablePlan:
 
 def rewritten_files(files: list[DataFile], plan: UnitPlan, thresholds: Thresholds) -> list[DataFile]:
     """The files of a unit a compaction rewrites: its small ones (the large ones are left alone, carried by the
-    swap), or all of them when the plan keeps none (a recompression)."""
+    swap), or those a recompression names (`plan.rewrite`)."""
+    if plan.rewrite is not None:
+        return [f for f in files if f.name in set(plan.rewrite)]
     return list(files) if plan.large_files == 0 else [f for f in files if thresholds.is_small(f.size)]
 
 
-def recompressed(plan: UnitPlan, reason: str, thresholds: Thresholds) -> UnitPlan:
-    """`plan` turned into the rewrite of every file of the unit (large ones too) to change their codec."""
-    write = target_file_count(plan.total_bytes, thresholds.block_size_bytes)
+def recompressed(plan: UnitPlan, reason: str, files: list[DataFile], others: set[str], thresholds: Thresholds):
+    """`plan` turned into the rewrite, to change their codec, of the unit's files at the paths `others` and of its
+    small files; its large files already in the codec are left alone (one late file in another codec does not make
+    a large partition rewritten whole)."""
+    rewrite = [f for f in files if f.path in others or thresholds.is_small(f.size)]
+    size = sum(f.size for f in rewrite)
+    write = target_file_count(size, thresholds.block_size_bytes)
+    kept = len(files) - len(rewrite)
     return replace(
         plan,
         status=PlanStatus.NEEDS_COMPACTION,
         reason=reason,
-        small_files=plan.file_count,
-        small_bytes=plan.total_bytes,
-        large_files=0,
+        small_files=len(rewrite),
+        small_bytes=size,
+        large_files=kept,
         write_files=write,
-        target_files=write,
+        target_files=write + kept,
+        rewrite=tuple(f.name for f in rewrite),
     )
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.errors import ConfigError, UnitFailure
 from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from spark_resources.py4j import hadoop_conf, jvm
 
 if TYPE_CHECKING:
@@ -53,20 +53,32 @@ def footer_codec(file_format: str, codec: str) -> str:
     return CODECS[file_format][normalize_codec(codec)]
 
 
-def recompression_reason(spark: SparkSession, info: TableInfo, files: list[DataFile], codec: str) -> str | None:
-    """Why a unit the size rule skips is rewritten anyway to change its files' codec to `codec`, or None when every
-    file already has it (read from the footers; a partition already in `codec` is never rewritten for it)."""
+def not_in_codec(footers: list[FileFooter], wanted: str) -> list[FileFooter]:
+    """The files holding rows whose codec is not `wanted` (as footers name it). A file without rows has no column
+    chunk to compress (a Parquet footer then names no codec): it never makes a unit look in need of recompressing."""
+    return [f for f in footers if f.rows and f.codecs != (wanted,)]
+
+
+def recompression_reason(
+    spark: SparkSession, info: TableInfo, files: list[DataFile], codec: str, strict: bool = False
+) -> tuple[str, set[str]] | None:
+    """Why a unit is rewritten to change its files' codec to `codec`, with the paths of the files holding rows in
+    another codec, or None when every file holding rows already has it (read from the footers; a partition already
+    in `codec` is never rewritten for it, whatever its empty files say). An unreadable footer leaves the unit as the
+    size rule decided (a compaction of it says what is unreadable), or raises its UnitFailure when `strict`."""
     wanted = footer_codec(info.file_format, codec)
     try:
         footers = read_footers(spark, info.file_format, [f.path for f in files], info.qualified_name)
-    except UnitFailure as failure:  # left as the size rule decided; a compaction of it says what is unreadable
+    except UnitFailure as failure:
+        if strict:
+            raise
         log.warning("%s", failure)
         return None
-    others = [f for f in footers if f.codecs != (wanted,)]
+    others = not_in_codec(footers, wanted)
     if not others:
         return None
     found = sorted({"+".join(f.codecs) for f in others})
-    return f"recompress {len(others)} file(s) from {', '.join(found)} to {wanted}"
+    return f"recompress {len(others)} file(s) from {', '.join(found)} to {wanted}", {f.path for f in others}
 
 
 def existing_codec(spark: SparkSession, info: TableInfo, file: DataFile) -> str:
