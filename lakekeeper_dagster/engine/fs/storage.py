@@ -367,3 +367,11 @@ class Storage:
         trash = self._jvm.org.apache.hadoop.fs.Trash
         fs = self._fs(location)
         return bool(trash.moveToAppropriateTrash(fs, self._path(location), self._conf))
+
+    def has_trash(self, location: str) -> bool:
+        """Whether `move_to_trash` would move `location` to a Trash: the filesystem's (server) or the client's
+        `fs.trash.interval` is above 0."""
+        fs, path = self._fs(location), self._path(location)
+        if int(fs.getServerDefaults(path).getTrashInterval()) > 0:
+            return True
+        return bool(self._jvm.org.apache.hadoop.fs.Trash(fs, self._conf).isEnabled())
