@@ -10,14 +10,13 @@ from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.ops.retention import retain_table
-from lakekeeper_dagster.engine.plan.partition_time import parse_age
+from lakekeeper_dagster.engine.policies import policy_age
 
 
 def cmd_retention(args: argparse.Namespace, config: LakekeeperConfig, open_spark) -> int:
     database, table = split_table_name(args.table, "--table")
-    if args.older_than is not None:
-        parse_age(args.older_than, "--older-than")  # before Spark starts
     policies = config.policies_for(database, table)
+    policy_age(args.older_than, policies.retention.older_than, "retention.older_than", args.table)  # before Spark
     spark = open_spark(config)
     if not table_exists(spark, database, table):
         raise CatalogError(f"table {database}.{table} does not exist in the metastore (named by --table)")

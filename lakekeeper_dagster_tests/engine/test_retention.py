@@ -152,3 +152,17 @@ def test_recover_never_drops_a_partition_re_added_after_the_kill(spark, metastor
     assert "dt=2019041317: drop had not started" in second
     assert partitions(spark, database, "ra") == ["dt=2019041316", "dt=2019041317", "dt=2024053123"]
     assert len(data_files(root / "dt=2019041316")) == 2 and len(rows_of(spark, table)) == 30
+
+
+def test_the_cli_names_the_missing_key_and_its_dry_run_changes_nothing(spark, metastore, database, data_dir, tmp_path):
+    root = data_dir / "cd"
+    table = make_table(spark, database, "cd", root, partitions=FLAT, files=2, rows=10)
+    config = {"table_overrides": {table: {"partition_time": {"dt": "%Y%m%d%H"}}}}
+    refused = run_cli(["retention", "--table", table, "--dry-run"], tmp_path, metastore.uri, config=config)
+    assert refused.returncode == 2 and f"table_overrides.{table}.retention.older_than" in refused.stderr
+    before = state(spark, database, "cd", root)
+    args = ["retention", "--table", table, "--older-than", "90d", "--dry-run"]
+    dry = run_cli(args, tmp_path, metastore.uri, config=config)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "DROP dt=2019041316  2019-04-13 16:00  2 files, " in dry.stdout and "KEEP dt=2024053123" in dry.stdout
+    assert state(spark, database, "cd", root) == before

@@ -206,6 +206,10 @@ OP_CONFIG = {
         {"ops": {"cleanup": {"config": {"delete_all_backups": False, "skip_trash": False, "dry_run": True}}}},
     ),
     "recover_job": ("recover", {}),
+    "retention_job": (
+        "retention",
+        {"ops": {"retention": {"config": {"dry_run": True, "force": False, "skip_trash": False}}}},
+    ),
     "sync_partitions_job": (None, {}),
     "observe_partitions_job": (None, {}),
 }

@@ -48,7 +48,13 @@ def _retainable(spark: SparkSession, database: str, table: str) -> TableInfo:
 
 
 def _plan(
-    spark: SparkSession, storage: Storage, info: TableInfo, clock: PartitionClock, cutoff: datetime, policies, force
+    spark: SparkSession,
+    storage: Storage,
+    info: TableInfo,
+    clock: PartitionClock,
+    cutoff: datetime,
+    policies: TablePolicies,
+    force: bool,
 ) -> RetentionPlan:
     """The plan from the metastore's partitions, the older ones listed (files, bytes; None when missing)."""
     candidates = []

@@ -1,0 +1,104 @@
+"""`retention_job`: drop partitions older than an age (`table_overrides.<D.T>.retention`), and its schedule (off)."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from lakekeeper_dagster.config import LakekeeperConfig, run_owner
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.hive.model import split_table_name
+from lakekeeper_dagster.engine.ops.retention import retain_table
+from lakekeeper_dagster.engine.plan.partition_time import parse_age
+from lakekeeper_dagster.failures import engine_failures
+from spark_resources.resource import HiveSparkResource
+
+RETENTION_JOB = "retention_job"
+
+
+class RetentionConfig(dg.Config):
+    """Opens as a dry run (the safe default: it lists partition, time, files and bytes, and changes nothing); a
+    real run drops partitions, their data to the Trash."""
+
+    table: str | None = Field(
+        default=None,
+        description="DB.TABLE; default: every table of table_overrides with retention.older_than set",
+    )
+    dry_run: bool = Field(default=True, description="only list what would be dropped; false drops")
+    older_than: str | None = Field(default=None, description="90d, 36h, 2w; default: retention.older_than")
+    force: bool = Field(default=False, description="drop even more than retention.max_fraction of the partitions")
+    skip_trash: bool = Field(default=False, description="delete the data instead of moving it to the Trash")
+
+    def targets(self, settings: LakekeeperConfig) -> list[tuple[str, str]]:
+        """(database, table) pairs; ConfigError for an empty or malformed value, or nothing to work on."""
+        if self.older_than is not None:
+            parse_age(self.older_than, "config.older_than")
+        if self.table is not None:
+            return [split_table_name(self.table, "config.table")]
+        pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if o.retention.older_than]
+        if not pairs:
+            raise ConfigError(
+                "retention: no table named (config.table) and no table_overrides.<DB.TABLE>.retention.older_than "
+                "set; nothing was changed"
+            )
+        return pairs
+
+
+def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
+    """retention_job: one op over the named table, or every table with a retention policy."""
+
+    @dg.op
+    def retention(context: dg.OpExecutionContext, config: RetentionConfig, spark: HiveSparkResource) -> None:
+        """Drop (or, as a dry run, list) the partitions older than the age; the run's metadata says what went."""
+        dropped, files, size, lines = [], 0, 0, []
+        with engine_failures():
+            for database, table in config.targets(settings):
+                outcome = retain_table(
+                    spark.spark_session,
+                    database,
+                    table,
+                    settings.policies_for(database, table),
+                    config.older_than,
+                    dry_run=config.dry_run,
+                    force=config.force,
+                    skip_trash=config.skip_trash,
+                    owner=run_owner(context.run_id),
+                )
+                lines += outcome.lines
+                if config.dry_run:  # what would go
+                    dropped += [f"{database}.{table}/{i.candidate.partition}" for i in outcome.plan.drop]
+                    files, size = files + outcome.plan.files, size + outcome.plan.bytes
+                else:
+                    dropped += [f"{database}.{table}/{p}" for p in outcome.dropped]
+                    files, size = files + outcome.files, size + outcome.bytes
+        context.log.info("\n".join(lines))
+        context.add_output_metadata(
+            {
+                "dry_run": config.dry_run,
+                "partitions": dg.MetadataValue.json(dropped),
+                "partition_count": len(dropped),
+                "files": files,
+                "bytes": size,
+            }
+        )
+
+    @dg.job(
+        name=RETENTION_JOB,
+        description="Drop partitions older than an age (table_overrides.<DB.TABLE>.retention): metastore entry and "
+        "data (to the Trash). Opens as a dry run.",
+    )
+    def retention_job() -> None:
+        retention()
+
+    return retention_job
+
+
+def retention_schedule(job: dg.JobDefinition) -> dg.ScheduleDefinition:
+    """Nightly retention of every table with `retention.older_than` set (a real run); off until turned on."""
+    return dg.ScheduleDefinition(
+        name="retention_schedule",
+        job=job,
+        cron_schedule="30 2 * * *",
+        run_config=dg.RunConfig(ops={"retention": RetentionConfig(dry_run=False)}),
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+    )
