@@ -1,6 +1,6 @@
 """`retention_job`: drop partitions older than an age (`table_overrides.<D.T>.retention`), and its schedule (off)."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Dagster resolves the op's config annotation (RetentionConfig) at definition.
 
 import dagster as dg
 from pydantic import Field
