@@ -166,3 +166,21 @@ def test_the_cli_names_the_missing_key_and_its_dry_run_changes_nothing(spark, me
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "DROP dt=2019041316  2019-04-13 16:00  2 files, " in dry.stdout and "KEEP dt=2024053123" in dry.stdout
     assert state(spark, database, "cd", root) == before
+
+
+def test_a_table_that_purges_on_drop_still_sends_the_data_to_the_trash(spark, database, data_dir, trash):
+    """HMS 3 deletes an external table's partition data on drop with external.table.purge: retention unregisters
+    with the data retained, so the directory reaches the Trash, not oblivion."""
+    root = data_dir / "pg"
+    make_table(
+        spark, database, "pg", root, partitions=FLAT, files=2, rows=10, properties={"external.table.purge": "true"}
+    )
+    done = retain_table(spark, database, "pg", FLAT_POLICY, now=NOW)
+    moved = trash / str(root).lstrip("/")
+    try:
+        assert sorted(p.name for p in moved.iterdir()) == ["dt=2019041316", "dt=2019041317"]
+        assert len(data_files(moved / "dt=2019041317")) == 2
+    finally:
+        shutil.rmtree(moved, ignore_errors=True)
+    assert done.dropped == ["dt=2019041316", "dt=2019041317"]
+    assert partitions(spark, database, "pg") == ["dt=2024053123", "dt=latest"]
