@@ -10,6 +10,7 @@ from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
+from lakekeeper_dagster.engine.policies import policy_age
 from lakekeeper_dagster.failures import engine_failures
 from spark_resources.resource import HiveSparkResource
 
@@ -30,17 +31,23 @@ class RetentionConfig(dg.Config):
     skip_trash: bool = Field(default=False, description="delete the data instead of moving it to the Trash")
 
     def targets(self, settings: LakekeeperConfig) -> list[tuple[str, str]]:
-        """(database, table) pairs; ConfigError for an empty or malformed value, or nothing to work on."""
+        """(database, table) pairs; ConfigError for an empty or malformed value, nothing to work on, or a table
+        without the partition time or age it needs: all before Spark starts."""
         if self.older_than is not None:
             parse_age(self.older_than, "config.older_than")
         if self.table is not None:
-            return [split_table_name(self.table, "config.table")]
-        pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if o.retention.older_than]
+            pairs = [split_table_name(self.table, "config.table")]
+        else:
+            pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if o.retention.older_than]
         if not pairs:
             raise ConfigError(
                 "retention: no table named (config.table) and no table_overrides.<DB.TABLE>.retention.older_than "
                 "set; nothing was changed"
             )
+        for database, table in pairs:
+            policies, name = settings.policies_for(database, table), f"{database}.{table}"
+            policies.clock(name)
+            policy_age(self.older_than, policies.retention.older_than, "retention.older_than", name)
         return pairs
 
 

@@ -302,6 +302,10 @@ def test_bad_run_config_fails_every_job_with_the_engines_message_before_spark(sp
         ("cleanup_job", "cleanup", {"older_than": "soon"}, "config.older_than"),
         ("cleanup_job", "cleanup", {"dry_run": False}, "set older_than"),
         ("recover_job", "recover", {"table": "a.b.c"}, "must be of the form DATABASE.TABLE"),
+        ("retention_job", "retention", {"table": ""}, "config.table is empty"),
+        ("retention_job", "retention", {"table": f"{database}.ev", "older_than": "soon"}, "config.older_than"),
+        ("retention_job", "retention", {"table": f"{database}.ev"}, f"table_overrides.{database}.ev.partition_time"),
+        ("retention_job", "retention", {}, "no table named (config.table)"),
     ]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(partitions_def_name(database, "ev"), NAMES)
