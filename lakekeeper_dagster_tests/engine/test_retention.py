@@ -137,18 +137,22 @@ def test_retention_killed_at_each_journal_step_is_recovered(spark, metastore, da
     assert not any((data_dir / ".lakekeeper-kr" / "journal").iterdir())
 
 
-def test_recover_never_drops_a_partition_re_added_after_the_kill(spark, metastore, database, data_dir, tmp_path):
+@pytest.mark.parametrize("point", ["dropping", "unregistered"])
+def test_recover_never_drops_a_partition_re_added_after_the_kill(spark, metastore, database, data_dir, tmp_path, point):
+    """Killed with its intent journaled (the partition still registered) or once unregistered: an operator
+    re-adds the partition before `recover`, which leaves it and its directory alone."""
     root = data_dir / "ra"
     table = make_table(spark, database, "ra", root, partitions=FLAT[:3], files=2, rows=10)
     config = {"table_overrides": {table: {"partition_time": {"dt": "%Y%m%d%H"}}}}
     args = ["retention", "--table", table, "--older-than", "90d", "--skip-trash", "--force"]
-    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@dropping"}, config=config)
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    spark.sql(f"ALTER TABLE {table} DROP PARTITION (dt='2019041316')")  # an operator drops and re-adds it
-    time.sleep(1.5)  # the metastore's create time counts seconds
+    if point == "dropping":  # still registered: the operator drops it first
+        spark.sql(f"ALTER TABLE {table} DROP PARTITION (dt='2019041316')")
+        time.sleep(1.5)  # the metastore's create time counts seconds
     spark.sql(f"ALTER TABLE {table} ADD PARTITION (dt='2019041316')")
     first, second = recover(spark, [(database, "ra")])
-    assert "dt=2019041316: re-added since" in first and "left alone" in first
+    assert "dt=2019041316: re-added since" in first and "left" in first and "rolled forward" not in first
     assert "dt=2019041317: drop had not started" in second
     assert partitions(spark, database, "ra") == ["dt=2019041316", "dt=2019041317", "dt=2024053123"]
     assert len(data_files(root / "dt=2019041316")) == 2 and len(rows_of(spark, table)) == 30
