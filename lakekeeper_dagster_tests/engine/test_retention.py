@@ -16,7 +16,7 @@ from lakekeeper_dagster.engine.hive.catalog import list_partitions, read_table
 from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.recovery import recover
-from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, run_cli
+from lakekeeper_dagster_tests.tables import cli_spark_submit, data_files, make_table, rows_of, run_cli
 
 NOW = datetime(2024, 6, 1)
 FLAT = [{"dt": "2019041316"}, {"dt": "2019041317"}, {"dt": "2024053123"}, {"dt": "latest"}]
@@ -156,6 +156,35 @@ def test_recover_never_drops_a_partition_re_added_after_the_kill(spark, metastor
     assert "dt=2019041317: drop had not started" in second
     assert partitions(spark, database, "ra") == ["dt=2019041316", "dt=2019041317", "dt=2024053123"]
     assert len(data_files(root / "dt=2019041316")) == 2 and len(rows_of(spark, table)) == 30
+
+
+@pytest.mark.slow
+def test_recover_refuses_to_delete_what_was_meant_for_a_trash_that_is_gone(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """Killed once unregistered by a run with a Trash; recovered where there is none: refused (the directory
+    stays), then finished once the Trash is back."""
+    root = data_dir / "tg"
+    table = make_table(spark, database, "tg", root, partitions=FLAT, files=2, rows=10)
+    with_trash = {**cli_spark_submit(), "extra_conf": {"spark.hadoop.fs.trash.interval": "60"}}
+    config = {"spark_submit": with_trash, "table_overrides": {table: {"partition_time": {"dt": "%Y%m%d%H"}}}}
+    args = ["retention", "--table", table, "--older-than", "90d"]
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@unregistered"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    with pytest.raises(OperationError, match="dt=2019041316 could not be moved to the Trash"):
+        recover(spark, [(database, "tg")])
+    assert len(data_files(root / "dt=2019041316")) == 2
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.trash.interval", "60")
+    moved = Path.home() / ".Trash" / "Current" / str(root).lstrip("/")
+    try:
+        recover(spark, [(database, "tg")])
+        assert sorted(p.name for p in moved.iterdir()) == ["dt=2019041316"]
+    finally:
+        conf.unset("fs.trash.interval")
+        shutil.rmtree(moved, ignore_errors=True)
+    assert partitions(spark, database, "tg") == ["dt=2019041317", "dt=2024053123", "dt=latest"]
+    assert not (root / "dt=2019041316").exists() and len(rows_of(spark, table)) == 30
 
 
 def test_the_cli_names_the_missing_key_and_its_dry_run_changes_nothing(spark, metastore, database, data_dir, tmp_path):
