@@ -52,6 +52,8 @@ def test_a_partition_is_older_only_when_its_whole_period_ended():
     assert MONTHLY.end({"ym": "202412"}) == datetime(2025, 1, 1)
     assert FLAT.select_older([{"dt": "2024031011"}], cutoff).older  # ended exactly at the cutoff
     assert FLAT.select_older([{"dt": "2024031012"}], cutoff).newer
+    named = MONTHLY.select_older([("a", {"ym": "202402"}), ("b", {"ym": "x"})], cutoff, spec_of=lambda item: item[1])
+    assert named.older == (("a", {"ym": "202402"}),) and named.untimed == (("b", {"ym": "x"}),)
 
 
 def test_pre_gregorian_and_far_future_values_parse():
@@ -68,6 +70,9 @@ def test_pre_gregorian_and_far_future_values_parse():
         ({"dt": "%Y%m%d%Hx%Z"}, "%Z"),
         ({"dt": "day-%d"}, "year"),
         ({"dt": "constant"}, "none"),
+        ({"year": "%Y", "day": "%d"}, "fix the day but not the month"),  # 15 December would read as 15 January
+        ({"dt": "%Y%m%H"}, "fix the hour but not the day"),
+        ({"y": "%Y", "doy": "%j"}, "%j"),  # a day of the year needs its year to give a date: not supported
     ],
 )
 def test_an_unusable_partition_time_is_refused_naming_the_key(setting, message):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Generic, TypeVar
 
 from lakekeeper_dagster.engine.errors import ConfigError
 
@@ -24,7 +25,6 @@ STEPS = {
     "M": "minute",
     "H": "hour",
     "d": "day",
-    "j": "day",
     "m": "month",
     "b": "month",
     "B": "month",
@@ -36,6 +36,7 @@ _AGE = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
 _AGE_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 
 Spec = Mapping[str, str]
+Item = TypeVar("Item")
 
 
 def directives(fmt: str) -> list[str]:
@@ -65,12 +66,12 @@ def _add_months(moment: datetime, months: int) -> datetime:
 
 
 @dataclass(frozen=True)
-class TimedSelection:
+class TimedSelection(Generic[Item]):
     """Partitions split by a cutoff: wholly older, not (yet) older, and those whose values do not parse."""
 
-    older: tuple[dict[str, str], ...]
-    newer: tuple[dict[str, str], ...]
-    untimed: tuple[dict[str, str], ...]
+    older: tuple[Item, ...]
+    newer: tuple[Item, ...]
+    untimed: tuple[Item, ...]
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,14 @@ class PartitionClock:
             steps += [STEPS[d] for d in found]
         if "year" not in steps:
             raise ConfigError(f"{key}: no column gives the year (%Y or %y); a time without a year cannot be compared")
-        return cls(tuple(setting.items()), min(steps, key=STEP_ORDER.index))
+        finest = min(steps, key=STEP_ORDER.index)
+        gaps = [step for step in STEP_ORDER[STEP_ORDER.index(finest) :] if step not in steps]
+        if gaps:  # {year, day} would read 15 December as 15 January
+            raise ConfigError(
+                f"{key}: the formats fix the {finest} but not the {' and '.join(gaps)}; add the column(s) that "
+                f"give the {' and '.join(gaps)}, or leave the {finest} out"
+            )
+        return cls(tuple(setting.items()), finest)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -125,7 +133,7 @@ class PartitionClock:
 
     def start(self, spec: Spec) -> datetime | None:
         """When the partition's period begins, or None when a value is missing, does not round-trip, or the
-        columns disagree (a day that month does not have, a `%j` against a `%m`)."""
+        columns disagree (a day that month does not have)."""
         fields: dict[str, int] = {}
         for column, fmt in self.columns:
             value = self._value(spec, column)
@@ -137,7 +145,7 @@ class PartitionClock:
                 return None
             for directive in directives(fmt):
                 named = {"S": {"second": parsed.second}, "M": {"minute": parsed.minute}, "H": {"hour": parsed.hour},
-                         "d": {"day": parsed.day}, "j": {"month": parsed.month, "day": parsed.day},
+                         "d": {"day": parsed.day},
                          "Y": {"year": parsed.year}, "y": {"year": parsed.year}}.get(directive,
                         {"month": parsed.month})  # fmt: skip
                 for name, number in named.items():
@@ -161,11 +169,15 @@ class PartitionClock:
         return begin + {"second": timedelta(seconds=1), "minute": timedelta(minutes=1), "hour": timedelta(hours=1),
                         "day": timedelta(days=1)}[self.step]  # fmt: skip
 
-    def select_older(self, specs: Iterable[Spec], cutoff: datetime) -> TimedSelection:
-        """Split partitions: those whose whole period ended at or before `cutoff`, the others, the untimed."""
-        older, newer, untimed = [], [], []
-        for spec in specs:
-            end = self.end(spec)
-            target = untimed if end is None else older if end <= cutoff else newer
-            target.append(dict(spec))
+    def select_older(
+        self, items: Iterable[Item], cutoff: datetime, spec_of: Callable[[Item], Spec] | None = None
+    ) -> TimedSelection[Item]:
+        """Split partitions (specs, or any items whose spec `spec_of` gives): those whose whole period ended at or
+        before `cutoff`, the others, the untimed; each keeps its item."""
+        older: list[Item] = []
+        newer: list[Item] = []
+        untimed: list[Item] = []
+        for item in items:
+            end = self.end(spec_of(item) if spec_of else item)  # type: ignore[arg-type]
+            (untimed if end is None else older if end <= cutoff else newer).append(item)
         return TimedSelection(tuple(older), tuple(newer), tuple(untimed))
