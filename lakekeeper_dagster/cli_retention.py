@@ -1,5 +1,6 @@
-"""`lakekeeper-dagster retention --table D.T [--older-than 90d] [--dry-run] [--force] [--skip-trash]`: drop a table's
-partitions older than an age (`table_overrides.<D.T>.retention`), metastore entry and data (to the Trash)."""
+"""`lakekeeper-dagster retention --table D.T [--older-than 90d] [--[no-]dry-run] [--force] [--skip-trash]`: drop a
+table's partitions older than an age (`table_overrides.<D.T>.retention`), metastore entry and data (to the Trash).
+The config file's `dry_run: true` makes it a dry run too, unless `--no-dry-run`."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def cmd_retention(args: argparse.Namespace, config: LakekeeperConfig, open_spark
         table,
         policies,
         args.older_than,
-        dry_run=args.dry_run,
+        dry_run=config.dry_run,  # --dry-run / --no-dry-run over the config file's dry_run
         force=args.force,
         skip_trash=args.skip_trash,
         owner=run_owner(None),
@@ -40,7 +41,10 @@ def add_retention_parser(sub: argparse._SubParsersAction, open_spark) -> None:
     parser = sub.add_parser("retention", help="drop partitions older than an age (metastore entry and data)")
     parser.add_argument("--table", required=True, help="DB.TABLE")
     parser.add_argument("--older-than", help="90d, 36h, 2w (default: table_overrides.<D.T>.retention.older_than)")
-    parser.add_argument("--dry-run", action="store_true", help="list partition, time, files, bytes; change nothing")
+    parser.add_argument(
+        "--dry-run", dest="dry_run", action="store_const", const=True, help="list partition, time, files, bytes only"
+    )
+    parser.add_argument("--no-dry-run", dest="dry_run", action="store_const", const=False)
     parser.add_argument("--force", action="store_true", help="drop more than retention.max_fraction of partitions")
     parser.add_argument("--skip-trash", action="store_true", help="delete the data instead of moving it to the Trash")
     parser.set_defaults(func=lambda args, config: cmd_retention(args, config, open_spark))

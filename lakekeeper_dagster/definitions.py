@@ -89,7 +89,7 @@ def definitions_from_state(
             cleanup_schedule(by_name["cleanup_job"]),
             observe_schedule(by_name[OBSERVE_JOB], config),
             refresh_schedule(by_name["refresh_tables_job"]),
-            retention_schedule(by_name[RETENTION_JOB]),
+            retention_schedule(by_name[RETENTION_JOB], config, tables),
         ],
         sensors=[
             build_file_count_sensor(config, tables, translator, compaction),

@@ -7,11 +7,11 @@ from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.hive.model import split_table_name
+from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
 from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import policy_age
-from lakekeeper_dagster.failures import engine_failures
+from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables
 from spark_resources.resource import HiveSparkResource
 
 RETENTION_JOB = "retention_job"
@@ -56,10 +56,14 @@ def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
 
     @dg.op
     def retention(context: dg.OpExecutionContext, config: RetentionConfig, spark: HiveSparkResource) -> None:
-        """Drop (or, as a dry run, list) the partitions older than the age; the run's metadata says what went."""
-        dropped, files, size, lines = [], 0, 0, []
+        """Drop (or, as a dry run, list) the partitions older than the age, table by table: each table's outcome is
+        logged at once; a failing table does not stop the others; the run fails at the end naming every one."""
+        dropped, places, backups, failed, files, size = [], {}, [], {}, 0, 0
         with engine_failures():
-            for database, table in config.targets(settings):
+            targets = config.targets(settings)
+        for database, table in targets:
+            name = f"{database}.{table}"
+            try:
                 outcome = retain_table(
                     spark.spark_session,
                     database,
@@ -71,23 +75,31 @@ def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
                     skip_trash=config.skip_trash,
                     owner=run_owner(context.run_id),
                 )
-                lines += outcome.lines
-                if config.dry_run:  # what would go
-                    dropped += [f"{database}.{table}/{i.candidate.partition}" for i in outcome.plan.drop]
-                    files, size = files + outcome.plan.files, size + outcome.plan.bytes
-                else:
-                    dropped += [f"{database}.{table}/{p}" for p in outcome.dropped]
-                    files, size = files + outcome.files, size + outcome.bytes
-        context.log.info("\n".join(lines))
-        context.add_output_metadata(
-            {
-                "dry_run": config.dry_run,
-                "partitions": dg.MetadataValue.json(dropped),
-                "partition_count": len(dropped),
-                "files": files,
-                "bytes": size,
-            }
-        )
+            except ENGINE_ERRORS as error:
+                context.log.error(f"{name}: {error}")
+                failed[name] = str(error)
+                continue
+            context.log.info("\n".join(outcome.lines))
+            backups += outcome.backups
+            if config.dry_run:  # what would go
+                dropped += [f"{name}/{i.candidate.partition}" for i in outcome.plan.drop]
+                files, size = files + outcome.plan.files, size + outcome.plan.bytes
+            else:
+                dropped += [f"{name}/{p}" for p in outcome.dropped]
+                places |= {f"{name}/{p}": where for p, where in outcome.places.items()}
+                files, size = files + outcome.files, size + outcome.bytes
+        metadata = {
+            "dry_run": config.dry_run,
+            "partitions": dg.MetadataValue.json(dropped),
+            "partition_count": len(dropped),
+            "files": files,
+            "bytes": size,
+            "where": dg.MetadataValue.json(places),  # where each dropped partition's directory went
+            "backups_holding_dropped": dg.MetadataValue.json(backups),  # readable there until cleanup
+            "failed": dg.MetadataValue.json(failed),
+        }
+        fail_for_tables(failed, metadata)  # the drops done before a table failed are in the failure's metadata
+        context.add_output_metadata(metadata)
 
     @dg.job(
         name=RETENTION_JOB,
@@ -100,12 +112,26 @@ def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
     return retention_job
 
 
-def retention_schedule(job: dg.JobDefinition) -> dg.ScheduleDefinition:
-    """Nightly retention of every table with `retention.older_than` set (a real run); off until turned on."""
-    return dg.ScheduleDefinition(
-        name="retention_schedule",
-        job=job,
-        cron_schedule="30 2 * * *",
-        run_config=dg.RunConfig(ops={"retention": RetentionConfig(dry_run=False)}),
-        default_status=dg.DefaultScheduleStatus.STOPPED,
+def retention_schedule(
+    job: dg.JobDefinition, settings: LakekeeperConfig, tables: list[TableInfo]
+) -> dg.ScheduleDefinition:
+    """Nightly: a retention run (not a dry run) of each managed table whose policy sets `retention.older_than`; off
+    until turned on."""
+    names = [t.qualified_name for t in tables if settings.policies_for(t.database, t.name).retention.older_than]
+
+    @dg.schedule(
+        name="retention_schedule", job=job, cron_schedule="30 2 * * *", default_status=dg.DefaultScheduleStatus.STOPPED
     )
+    def _retention_schedule(context: dg.ScheduleEvaluationContext):
+        if not names:
+            return dg.SkipReason("no managed table sets table_overrides.<db.table>.retention.older_than")
+        return [
+            dg.RunRequest(
+                run_key=name,
+                run_config=dg.RunConfig(ops={"retention": RetentionConfig(table=name, dry_run=False)}),
+                tags={"lakekeeper/table": name},
+            )
+            for name in names
+        ]
+
+    return _retention_schedule

@@ -29,7 +29,7 @@ def test_the_newest_timed_partition_stays_when_every_one_is_older():
     found = plan([part("20230101"), part("20230102"), part("bad")])
     assert names(found.drop) == ["dt=20230101"] and found.untimed == ("dt=bad",)
     assert [(i.candidate.partition, i.reason) for i in found.kept] == [
-        ("dt=20230102", "the newest timed partition is never dropped")
+        ("dt=20230102", "the newest period's partitions are never dropped")
     ]
     assert (found.files, found.bytes) == (1, 10)
 
@@ -72,3 +72,16 @@ def test_the_guard_counts_every_partition_and_force_lifts_it():
     )
     assert "REFUSED: db.t: dropping 2" in "\n".join(refused.lines(dry_run=True))
     assert plan(partitions, max_fraction=0.4, force=True).refusal is None
+
+
+def test_every_partition_of_the_newest_period_stays():
+    """Two partitions of the newest hour (region=eu and region=us): both kept, not only the last one by name."""
+    clock = PartitionClock.of({"dt": "%Y%m%d%H"}, "db.t")
+    parts = [
+        RetentionCandidate(f"dt={dt}/region={r}", {"dt": dt, "region": r}, f"{ROOT}/dt={dt}/region={r}", 1, 10)
+        for dt in ("2023010100", "2023010101")
+        for r in ("eu", "us")
+    ]
+    found = plan_retention("db.t", ROOT, parts, clock, CUTOFF, 1.0)
+    assert names(found.drop) == ["dt=2023010100/region=eu", "dt=2023010100/region=us"]
+    assert names(found.kept) == ["dt=2023010101/region=eu", "dt=2023010101/region=us"]

@@ -14,14 +14,16 @@ from lakekeeper_dagster_tests.tables import make_table, rows_of
 FLAT = [{"dt": "2019041316"}, {"dt": "2019041317"}, {"dt": "2024053123"}, {"dt": "latest"}]
 
 
+POLICIES = {"partition_time": {"dt": "%Y%m%d%H"}, "retention": {"older_than": "90d"}}
+
+
 @pytest.fixture
 def location(spark, metastore, database, data_dir) -> tuple[dg.Definitions, str]:
     table = make_table(spark, database, "ret", data_dir / "ret", partitions=FLAT, files=2, rows=10)
-    policies = {"partition_time": {"dt": "%Y%m%d%H"}, "retention": {"older_than": "90d"}}
     raw = {
         "tables": {"databases": [database]},
         "metastore": {"uri": metastore.uri},
-        "table_overrides": {table: policies},
+        "table_overrides": {table: POLICIES},
     }
     config = parse_config(raw, "t")
     return build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False)), table
@@ -53,7 +55,9 @@ def test_retention_job_opens_as_a_dry_run_then_drops_and_says_what(spark, locati
     shown = _metadata(done)
     assert shown["partitions"] == [f"{table}/dt=2019041316", f"{table}/dt=2019041317"]
     assert shown["files"] == 4 and shown["bytes"] > 0 and shown["dry_run"] is False
-    assert _dirs(data_dir) == ["dt=2024053123", "dt=latest"] and len(rows_of(spark, table)) == 20
+    assert shown["where"] == {p: "deleted" for p in shown["partitions"]} and shown["failed"] == {}
+    assert _dirs(data_dir) == ["dt=2024053123", "dt=latest"]
+    assert rows_of(spark, table) == [r for r in rows if r[3] not in ("2019041316", "2019041317")]
 
 
 def test_bad_retention_config_fails_before_anything_changes(spark, location, data_dir):
@@ -77,10 +81,37 @@ def test_the_schedule_is_off_and_the_asset_shows_the_policies(location, database
     defs, _table = location
     (schedule,) = [s for s in defs.schedules if s.name == "retention_schedule"]
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    (request,) = schedule.evaluate_tick(dg.build_schedule_context()).run_requests
-    assert request.run_config["ops"]["retention"]["config"]["dry_run"] is False
+    (request,) = schedule.evaluate_tick(dg.build_schedule_context()).run_requests  # the one managed table
+    assert request.run_config["ops"]["retention"]["config"] == {"table": f"{database}.ret", "dry_run": False}
     graph = defs.resolve_asset_graph()
     metadata = graph.get(dg.AssetKey(["hive", database, "ret"])).metadata
     assert metadata["partition_time"] == "dt: %Y%m%d%H"
     assert metadata["retention"] == "older than 90d, at most 0.5 of the partitions a run"
     assert metadata["archive"] == "(not set)"
+
+
+def test_a_failing_table_does_not_hide_what_was_dropped_from_the_others(spark, metastore, database, data_dir):
+    """The first table is refused (its max-fraction guard), the second is dropped from: the run fails once naming
+    the first, with the second's drops in its metadata."""
+    bad = make_table(spark, database, "a_bad", data_dir / "a_bad", partitions=FLAT, files=1, rows=5)
+    table = make_table(spark, database, "ret", data_dir / "ret", partitions=FLAT, files=2, rows=10)
+    rows = rows_of(spark, table)
+    overrides = {bad: {**POLICIES, "retention": {"older_than": "90d", "max_fraction": 0.1}}, table: POLICIES}
+    raw = {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "table_overrides": overrides}
+    config = parse_config(raw, "t")
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    with dg.instance_for_test() as instance:
+        result = defs.get_job_def("retention_job").execute_in_process(
+            instance=instance,
+            run_config={"ops": {"retention": {"config": {"dry_run": False, "skip_trash": True}}}},
+            raise_on_error=False,
+        )
+    assert not result.success
+    failure = result.failure_data_for_node("retention").user_failure_data
+    assert failure.description.startswith(f"1 table(s) failed:\n{bad}: {bad}: dropping 2 of its 4 partitions")
+    shown = {k: v.value for k, v in failure.metadata.items()}
+    assert shown["partitions"] == [f"{table}/dt=2019041316", f"{table}/dt=2019041317"] and list(shown["failed"]) == [
+        bad
+    ]
+    assert sorted(p.name for p in (data_dir / "a_bad").iterdir()) == [f"dt={v['dt']}" for v in FLAT]
+    assert rows_of(spark, table) == [r for r in rows if r[3] not in ("2019041316", "2019041317")]

@@ -375,3 +375,10 @@ class Storage:
         if int(fs.getServerDefaults(path).getTrashInterval()) > 0:
             return True
         return bool(self._jvm.org.apache.hadoop.fs.Trash(fs, self._conf).isEnabled())
+
+    def trash_location(self, location: str) -> str:
+        """Where `move_to_trash` puts `location` (Hadoop's default policy: `<trash root>/Current/<its path>`; a name
+        already taken there gets a time suffix)."""
+        fs, path = self._fs(location), self._path(location)
+        root = fs.getTrashRoot(path)
+        return str(self._jvm.org.apache.hadoop.fs.Path(root, "Current" + str(path.toUri().getPath())).toString())

@@ -1,10 +1,11 @@
 """Retention's plan: which partitions of a table are old enough to drop, and which are kept although old. Pure Python.
 
-Older partitions (their whole period ended by the cutoff, `PartitionClock.select_older`) are dropped, except: the
-newest timed partition of the table (never dropped), a partition whose location is not strictly inside the table's
-location, is missing, or is shared with a partition that is kept (one location the same as, inside or around the
-other's: moving its directory away would take a kept partition's files). Untimed partitions are reported. A plan
-dropping more than `max_fraction` of all the table's partitions is refused unless forced.
+Older partitions (their whole period ended by the cutoff, `PartitionClock.select_older`) are dropped, except: when
+every timed partition is older, those of the newest period (never dropped, however many share it); a partition whose
+location is not strictly inside the table's location, is missing, or is shared with a partition that is kept (one
+location the same as, inside or around the other's: moving its directory away would take a kept partition's files).
+Untimed partitions are reported. A plan dropping more than `max_fraction` of all the table's partitions is refused
+unless forced.
 """
 
 from __future__ import annotations
@@ -87,6 +88,12 @@ def _inside(location: str, directory: str) -> bool:
     return location == directory or location.startswith(directory + "/")
 
 
+def shares_location(a: str, b: str) -> bool:
+    """Whether two (qualified) locations are the same, or one lies inside the other: moving one away moves files
+    the other reads."""
+    return _inside(a, b) or _inside(b, a)
+
+
 def plan_retention(
     table: str,
     table_location: str,
@@ -97,19 +104,13 @@ def plan_retention(
     force: bool = False,
 ) -> RetentionPlan:
     """Which of `partitions` (all of the table's; the older ones listed) to drop at `cutoff`, and the guard."""
-    by_name = {p.partition: p for p in partitions}
-    selection = clock.select_older([p.spec for p in partitions], cutoff)
-    name_of = {tuple(sorted(p.spec.items(), key=str)): p.partition for p in partitions}
-
-    def candidate(spec: dict) -> RetentionCandidate:
-        return by_name[name_of[tuple(sorted(spec.items(), key=str))]]
-
-    older = sorted((candidate(s) for s in selection.older), key=lambda c: (clock.start(c.spec), c.partition))
-    newest = None if selection.newer or not older else older[-1].partition
+    selection = clock.select_older(partitions, cutoff, spec_of=lambda p: p.spec)
+    older = sorted(selection.older, key=lambda c: (clock.start(c.spec), c.partition))
+    newest = None if selection.newer or not older else clock.start(older[-1].spec)
     reasons: dict[str, str] = {}
     for c in older:
-        if c.partition == newest:
-            reasons[c.partition] = "the newest timed partition is never dropped"
+        if clock.start(c.spec) == newest:
+            reasons[c.partition] = "the newest period's partitions are never dropped"
         elif not _inside(c.location, table_location) or c.location.rstrip("/") == table_location.rstrip("/"):
             reasons[c.partition] = f"its location {c.location} is not inside the table's location {table_location}"
         elif c.files is None:
@@ -121,7 +122,7 @@ def plan_retention(
         changed = False
         for c in older:
             if c.partition in dropped:
-                shared = [k for k in kept_locations if _inside(k, c.location) or _inside(c.location, k)]
+                shared = [k for k in kept_locations if shares_location(k, c.location)]
                 if shared:
                     reasons[c.partition] = f"its location is shared with a partition that is kept ({shared[0]})"
                     changed = True
@@ -134,5 +135,5 @@ def plan_retention(
             f"table_overrides.{table}.retention.max_fraction ({max_fraction:g}); check the age, or pass --force "
             "(force: true in Dagster). Nothing was changed"
         )
-    untimed = tuple(candidate(s).partition for s in selection.untimed)
+    untimed = tuple(c.partition for c in selection.untimed)
     return RetentionPlan(table, cutoff, len(partitions), tuple(drop), tuple(kept), untimed, refusal)

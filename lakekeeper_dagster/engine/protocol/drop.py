@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage
-from lakekeeper_dagster.engine.hive.catalog import current_location, partition_identity, unregister_partition
+from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, unregister_partition
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.plan.retention import shares_location
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
+from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.statuses import TERMINAL, Recovery, RunStep, UnitState
 
 if TYPE_CHECKING:
@@ -34,12 +36,13 @@ def _remove(storage: Storage, unit: UnitRecord) -> str:
     if unit.details.get("skip_trash"):
         storage.delete(unit.live)
         return "deleted"
+    place = storage.trash_location(unit.live)
     if not storage.move_to_trash(unit.live):
         raise OperationError(
             f"{unit.live} could not be moved to the Trash (none is configured for its filesystem any more); "
             "configure fs.trash.interval, then run `lakekeeper-dagster recover`. Its metastore entry is already gone"
         )
-    return "moved to the Trash"
+    return f"moved to the Trash ({place})"
 
 
 def _unregister(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str | None:
@@ -47,13 +50,13 @@ def _unregister(spark: SparkSession, storage: Storage, info: TableInfo, journal:
     otherwise (a partition re-added under the same values)."""
     unit = journal.units[i]
     now = partition_identity(spark, info, unit.spec or {})
-    if now is not None and now != unit.details["identity"]:
+    if now is not None and (now != unit.details["identity"] or not _same_place(storage, now[0], unit.live)):
         return f"re-added since (now at {now[0]}): left alone, and so is {unit.live}"
     if now is not None:
         existed = storage.exists(unit.live)
         journal.fence(f"unregistering partition {unit.partition}")
         unregister_partition(spark, info, unit.spec or {})
-        if existed and not storage.exists(unit.live):
+        if existed and not unit.details.get("skip_trash") and not storage.exists(unit.live):
             raise OperationError(
                 f"the metastore deleted {unit.live} when {info.qualified_name} partition {unit.partition} was "
                 "unregistered (external.table.purge?), instead of leaving it for the Trash; set the table's "
@@ -65,13 +68,20 @@ def _unregister(spark: SparkSession, storage: Storage, info: TableInfo, journal:
 
 
 def _trash(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
-    """Move the unit's directory away unless a partition of the table uses it again (DROPPED, or ABORTED)."""
+    """Move the unit's directory away unless a partition of the table uses it, a directory inside it or one around it
+    (re-added, or pointed there since the plan: one listing right before the move); DROPPED, or ABORTED."""
     unit = journal.units[i]
-    again = current_location(spark, info, unit.spec or {})
-    if again is not None and _same_place(storage, again, unit.live):
-        why = f"re-added since at {unit.live}: its directory is left in place"
-        journal.record(storage, UnitState.ABORTED, i, error=why)
-        return why
+    live = storage.qualify(unit.live)
+    for other in list_partitions(spark, info):
+        if shares_location(storage.qualify(other.location), live):
+            why = (
+                f"re-added since at {other.location}: its directory is left in place"
+                if other.partition == unit.partition
+                else f"left in place: partition {other.partition} of the table uses {other.location} (pointed there "
+                f"since the plan), so {unit.live} was not moved away"
+            )
+            journal.record(storage, UnitState.ABORTED, i, error=why)
+            return why
     journal.fence(f"removing {unit.live}")
     outcome = _remove(storage, unit)
     journal.record(storage, UnitState.DROPPED, i, outcome=outcome)
@@ -80,7 +90,14 @@ def _trash(spark: SparkSession, storage: Storage, info: TableInfo, journal: Jour
 
 
 def drop_unit(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
-    """Drop one planned partition: intent journaled, metastore entry removed (data kept), directory moved away."""
+    """Drop one planned partition: no write in progress in it, intent journaled, metastore entry removed (data
+    kept), directory moved away; a write still in progress fails the unit with nothing changed."""
+    unit = journal.units[i]
+    try:
+        wait_for_writers(storage, info.location, unit.live, f"{info.qualified_name} partition {unit.partition}")
+    except UnitFailure as error:
+        journal.record(storage, UnitState.FAILED, i, error=str(error))
+        return f"not dropped: {error}"
     journal.record(storage, UnitState.DROPPING, i)
     kill_point(UnitState.DROPPING)
     return _finish(spark, storage, info, journal, i)
