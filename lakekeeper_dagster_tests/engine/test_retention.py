@@ -281,7 +281,13 @@ def test_a_partition_being_written_is_not_dropped(spark, database, data_dir, mon
 def test_a_text_table_is_dropped_from_and_a_view_refused(spark, database, data_dir):
     """Retention rewrites no file: a text table (which compaction refuses) is fine; a view is not a table."""
     root = data_dir / "tx"
-    table = make_table(spark, database, "tx", root, fmt="textfile", partitions=FLAT, files=1, rows=5)
+    table = f"{database}.tx"
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {table} (id BIGINT, v STRING, n INT) PARTITIONED BY (dt STRING) STORED AS TEXTFILE "
+        f"LOCATION '{root.as_uri()}'"
+    )
+    for n, spec in enumerate(FLAT):
+        spark.sql(f"INSERT INTO {table} PARTITION (dt='{spec['dt']}') VALUES ({n}, 'a', 1), ({n + 10}, 'b', 2)")
     rows = rows_of(spark, table)
     done = retain_table(spark, database, "tx", FLAT_POLICY, now=NOW, skip_trash=True)
     assert done.dropped == ["dt=2019041316", "dt=2019041317"]
