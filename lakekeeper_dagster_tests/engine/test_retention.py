@@ -255,7 +255,7 @@ def test_recover_leaves_a_directory_another_partition_was_pointed_at_after_the_k
     args = ["retention", "--table", table, "--older-than", "90d", "--skip-trash", "--force"]
     crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@unregistered"}, config=config)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    spark.sql(f"ALTER TABLE {table} ADD PARTITION (dt='2099010100') LOCATION '{(root / 'dt=2019041316').as_uri()}'")
+    spark.sql(f"ALTER TABLE {table} ADD PARTITION (dt='2099010100') LOCATION 'file:{root}/dt=2019041316'")
     first, _second = recover(spark, [(database, "sl")])
     assert "dt=2019041316: left in place: partition dt=2099010100 of the table uses" in first
     assert len(data_files(root / "dt=2019041316")) == 2

@@ -10,6 +10,7 @@ partition of the table uses again; a unit still PLANNED changed nothing and is a
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
@@ -71,9 +72,9 @@ def _trash(spark: SparkSession, storage: Storage, info: TableInfo, journal: Jour
     """Move the unit's directory away unless a partition of the table uses it, a directory inside it or one around it
     (re-added, or pointed there since the plan: one listing right before the move); DROPPED, or ABORTED."""
     unit = journal.units[i]
-    live = storage.qualify(unit.live)
+    live = unquote(storage.qualify(unit.live))  # both unquoted: a location given as `dt%3D1` is the directory `dt=1`
     for other in list_partitions(spark, info):
-        if shares_location(storage.qualify(other.location), live):
+        if shares_location(unquote(storage.qualify(other.location)), live):
             why = (
                 f"re-added since at {other.location}: its directory is left in place"
                 if other.partition == unit.partition
