@@ -22,6 +22,7 @@ from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.jobs import build_jobs, build_refresh_job, cleanup_schedule, compaction_job, refresh_schedule
 from lakekeeper_dagster.jobs_archive import ARCHIVE_JOB, archive_schedule, build_archive_job
+from lakekeeper_dagster.jobs_retention import RETENTION_JOB, build_retention_job, retention_schedule
 from lakekeeper_dagster.location_state import LocationState
 from lakekeeper_dagster.managed import ManagedTables, load_managed_tables
 from lakekeeper_dagster.observations import OBSERVE_JOB, build_observe_job, observe_schedule
@@ -68,12 +69,15 @@ def definitions_from_state(
 ) -> dg.Definitions:
     """Assets, checks, jobs, schedules and the sensor of the state's tables; its notice on every job's page."""
     tables = state.managed.tables
-    translator = HiveTableTranslator(owners=config.asset_owners, tags=config.asset_tags)
+    translator = HiveTableTranslator(
+        owners=config.asset_owners, tags=config.asset_tags, policies=config.table_overrides
+    )
     jobs = [
         *build_jobs(config, tables, translator),
         build_observe_job(config, tables, translator),
         build_refresh_job(config, translator),
         build_archive_job(config, tables, translator),
+        build_retention_job(config),
     ]
     if state.notice:
         jobs = [job.with_metadata({**job.metadata, NOTICE_KEY: dg.MetadataValue.text(state.notice)}) for job in jobs]
@@ -88,6 +92,7 @@ def definitions_from_state(
             observe_schedule(by_name[OBSERVE_JOB], config),
             refresh_schedule(by_name["refresh_tables_job"]),
             archive_schedule(by_name[ARCHIVE_JOB], config, tables),
+            retention_schedule(by_name[RETENTION_JOB], config, tables),
         ],
         sensors=[
             build_file_count_sensor(config, tables, translator, compaction),

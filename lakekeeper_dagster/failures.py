@@ -12,6 +12,16 @@ from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from spark_resources.errors import ResourceError
 
+ENGINE_ERRORS = (LakekeeperError, ResourceError)  # the errors the engine or the resource layer raises on purpose
+
+
+def fail_for_tables(failed: dict[str, str], metadata: dict) -> None:
+    """Fail the step once, naming every table whose work failed (`db.table` -> its error), with the `metadata` of
+    the work done on the others; nothing when none failed."""
+    if failed:
+        lines = [f"{table}: {error}" for table, error in failed.items()]
+        raise dg.Failure(description=f"{len(failed)} table(s) failed:\n" + "\n".join(lines), metadata=metadata)
+
 
 @contextmanager
 def engine_failures() -> Iterator[None]:
@@ -19,7 +29,7 @@ def engine_failures() -> Iterator[None]:
     the engine or the resource layer raises on purpose."""
     try:
         yield
-    except (LakekeeperError, ResourceError) as error:
+    except ENGINE_ERRORS as error:
         raise dg.Failure(description=str(error)) from None
 
 

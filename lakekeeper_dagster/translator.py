@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.policies import TablePolicies
 
 # Dagster's documented metadata keys (its TableMetadataSet and UriMetadataSet are not exported by dagster 1.13).
 COLUMN_SCHEMA = "dagster/column_schema"
@@ -27,10 +28,12 @@ PARTITION_COLUMN = "partition column"  # the description of a partition column i
 
 @dataclass(frozen=True)
 class HiveTableTranslator:
-    """The Dagster identity of a Hive table; `owners` and `tags` go on every table's asset."""
+    """The Dagster identity of a Hive table; `owners` and `tags` go on every table's asset, `policies` (by DB.TABLE,
+    `table_overrides`) on its table's."""
 
     owners: Sequence[str] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    policies: Mapping[str, TablePolicies] = field(default_factory=dict)
 
     def asset_key(self, info: TableInfo) -> dg.AssetKey:
         """`hive/<database>/<table>`."""
@@ -76,6 +79,20 @@ class HiveTableTranslator:
             "codec": info.codec_property or "(from the files)",
             "partition_columns": ", ".join(info.partition_columns) or "(none)",
             COLUMN_SCHEMA: dg.TableSchema(columns=columns),
+            **self.policy_metadata(info),
+        }
+
+    def policy_metadata(self, info: TableInfo) -> dict[str, str]:
+        """The table's partition time, retention and archive policies (`table_overrides`), when it has any."""
+        policies = self.policies.get(info.qualified_name)
+        if policies is None:
+            return {}
+        time, retention, archive = policies.partition_time, policies.retention, policies.archive
+        limit = f"older than {retention.older_than}, at most {retention.max_fraction:g} of the partitions a run"
+        return {
+            "partition_time": ", ".join(f"{c}: {f}" for c, f in (time or {}).items()) or "(not set)",
+            "retention": limit if retention.older_than else "(not set)",
+            "archive": f"older than {archive.older_than}, codec {archive.codec}" if archive.older_than else "(not set)",
         }
 
     def description(self, info: TableInfo) -> str:

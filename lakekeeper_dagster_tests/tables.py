@@ -89,10 +89,17 @@ def cli_spark_submit() -> dict:
     return yaml.safe_load(os.environ.get(CLI_CONFIG_ENV, "spark_submit:\n  master: local[1]\n"))["spark_submit"]
 
 
-def run_cli(args: list[str], cwd: Path, metastore_uri: str, env_extra: dict | None = None, wait: bool = True):
+def run_cli(
+    args: list[str],
+    cwd: Path,
+    metastore_uri: str,
+    env_extra: dict | None = None,
+    wait: bool = True,
+    config: dict | None = None,
+):
     """The `lakekeeper-dagster` command in a subprocess (its own Spark JVM, on the test cluster in a `--spark-cluster`
-    run) against the test metastore."""
-    (cwd / "lakekeeper.yaml").write_text(yaml.safe_dump({"spark_submit": cli_spark_submit()}))
+    run) against the test metastore; `config` adds keys to its config file."""
+    (cwd / "lakekeeper.yaml").write_text(yaml.safe_dump({"spark_submit": cli_spark_submit(), **(config or {})}))
     env = {**os.environ, "PYTHONPATH": str(REPO), "LAKEKEEPER_METASTORE_URI": metastore_uri, **(env_extra or {})}
     env.pop("LAKEKEEPER_CONFIG", None)
     command = [sys.executable, "-m", "lakekeeper_dagster.cli", *args]

@@ -3,8 +3,8 @@
 Layers, each importing only those before it: `errors`, `statuses`, `faults` -> `fs` (files over the Hadoop
 FileSystem API) -> `hive` (tables, units, catalog, backup tables) -> `plan` (pure Python decisions) -> `protocol`
 (journal, lease, pre-swap checks, swap, commit, recovery: the substrate every operation stands on) -> `rewrite`
-(reading with the table's schema, codecs, fingerprints) -> `ops` (analyze, compaction, rollback, cleanup, audit)
--> `settings` (the engine's configuration: builds the plan's thresholds and batching and a run's options).
+(reading with the table's schema, codecs, fingerprints) -> `ops` (analyze, compaction, rollback, cleanup, audit,
+retention) -> `settings` (the engine's configuration: builds the plan's thresholds and batching and a run's options).
 
 Glossary (one name per concept):
 - unit: what an operation works on, one partition or a whole unpartitioned table (`hive.model.Unit`); its plan is a

@@ -4,7 +4,9 @@
 step of the swap: `retiring` (checks done, right before the retire rename), `retired`, `installed_dir`,
 `installed`; `carrying_kept` after each kept (large) file moved from the retired directory into the incoming one,
 and back when a swap is undone, `kept_carried` once they all are, right before the install rename; `copy_retired`
-after a rollback retired the compacted copy; `record_written:<step>` between writing a
+after a rollback retired the compacted copy; a retention run's partition: `dropping` (its intent journaled),
+`unregistered` (its metastore entry removed, data kept), `dropped` (its directory moved away);
+`record_written:<step>` between writing a
 journal record's temporary file and renaming it into place;
 `lease_judged_stale` between judging a lease stale and claiming its takeover). Recovery passes the same points, so
 a recovery can be killed too;

@@ -22,6 +22,7 @@ class RunKind(Vocabulary):
 
     COMPACT = "compact"  # replace each unit's files by a rewritten copy; the originals go to the backup
     ROLLBACK = "rollback"  # put a compaction's originals back from its backup
+    RETENTION = "retention"  # drop old partitions: metastore entry, then data (to the Trash)
 
 
 class RunStep(Vocabulary):
@@ -45,9 +46,17 @@ class UnitState(Vocabulary):
     FAILED = "failed"
     ABORTED = "aborted"
     ROLLED_BACK = "rolled_back"
+    # A retention run's partition: DROPPING (intent, with the partition's identity) -> UNREGISTERED (metastore entry
+    # gone, data kept) -> DROPPED (data in the Trash). A crash before DROPPING changed nothing (recover aborts the
+    # unit); from DROPPING on recover rolls forward, unless the partition was re-added since (then left alone).
+    DROPPING = "dropping"
+    UNREGISTERED = "unregistered"
+    DROPPED = "dropped"
 
 
-TERMINAL = frozenset({UnitState.COMMITTED, UnitState.FAILED, UnitState.ABORTED, UnitState.ROLLED_BACK})
+TERMINAL = frozenset(
+    {UnitState.COMMITTED, UnitState.FAILED, UnitState.ABORTED, UnitState.ROLLED_BACK, UnitState.DROPPED}
+)
 # INSTALLED: a per-unit step of compaction journals written before batched commits, and of rollbacks.
 SWAP_BEGUN = frozenset({UnitState.SWAPPING, UnitState.INSTALLED})
 

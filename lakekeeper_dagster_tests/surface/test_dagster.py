@@ -68,6 +68,7 @@ def test_definitions_snapshot(location, database):
         "observe_partitions_job",
         "recover_job",
         "refresh_tables_job",
+        "retention_job",
         "rollback_job",
         "sync_partitions_job",
     ]
@@ -76,6 +77,7 @@ def test_definitions_snapshot(location, database):
         "observe_partitions_schedule",
         "refresh_tables_schedule",
         "archive_schedule",
+        "retention_schedule",
     ]
     assert {s.default_status for s in location.schedules} == {dg.DefaultScheduleStatus.STOPPED}
     assert location.schedules[1].cron_schedule == "0 * * * *"

@@ -207,6 +207,10 @@ OP_CONFIG = {
     ),
     "recover_job": ("recover", {}),
     "archive_job": ("archive", {"ops": {"archive": {"config": {"dry_run": True}}}}),  # opens as a dry run
+    "retention_job": (
+        "retention",
+        {"ops": {"retention": {"config": {"dry_run": True, "force": False, "skip_trash": False}}}},
+    ),
     "sync_partitions_job": (None, {}),
     "observe_partitions_job": (None, {}),
 }
@@ -299,6 +303,10 @@ def test_bad_run_config_fails_every_job_with_the_engines_message_before_spark(sp
         ("cleanup_job", "cleanup", {"older_than": "soon"}, "config.older_than"),
         ("cleanup_job", "cleanup", {"dry_run": False}, "set older_than"),
         ("recover_job", "recover", {"table": "a.b.c"}, "must be of the form DATABASE.TABLE"),
+        ("retention_job", "retention", {"table": ""}, "config.table is empty"),
+        ("retention_job", "retention", {"table": f"{database}.ev", "older_than": "soon"}, "config.older_than"),
+        ("retention_job", "retention", {"table": f"{database}.ev"}, f"table_overrides.{database}.ev.partition_time"),
+        ("retention_job", "retention", {}, "no table named (config.table)"),
     ]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(partitions_def_name(database, "ev"), NAMES)

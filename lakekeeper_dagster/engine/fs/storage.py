@@ -367,3 +367,18 @@ class Storage:
         trash = self._jvm.org.apache.hadoop.fs.Trash
         fs = self._fs(location)
         return bool(trash.moveToAppropriateTrash(fs, self._path(location), self._conf))
+
+    def has_trash(self, location: str) -> bool:
+        """Whether `move_to_trash` would move `location` to a Trash: the filesystem's (server) or the client's
+        `fs.trash.interval` is above 0."""
+        fs, path = self._fs(location), self._path(location)
+        if int(fs.getServerDefaults(path).getTrashInterval()) > 0:
+            return True
+        return bool(self._jvm.org.apache.hadoop.fs.Trash(fs, self._conf).isEnabled())
+
+    def trash_location(self, location: str) -> str:
+        """Where `move_to_trash` puts `location` (Hadoop's default policy: `<trash root>/Current/<its path>`; a name
+        already taken there gets a time suffix)."""
+        fs, path = self._fs(location), self._path(location)
+        root = fs.getTrashRoot(path)
+        return str(self._jvm.org.apache.hadoop.fs.Path(root, "Current" + str(path.toUri().getPath())).toString())

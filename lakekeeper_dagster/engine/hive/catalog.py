@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.hive.model import HIVE_DEFAULT_PARTITION, Column, TableInfo, Unit, quote_identifier
-from spark_resources.py4j import external_catalog, jvm, scala_seq
+from spark_resources.py4j import external_catalog, jvm, scala_list, scala_seq
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,13 +140,35 @@ def current_location(spark: SparkSession, info: TableInfo, spec: dict[str, str |
     if not spec:
         uri = catalog.getTable(info.database, info.name).storage().locationUri()
     else:
-        java = jvm(spark)
-        values = java.java.util.HashMap()
-        for column, value in spec.items():
-            values.put(column, HIVE_DEFAULT_PARTITION if value is None else value)
-        scala_spec = java.org.apache.spark.api.python.PythonUtils.toScalaMap(values)
-        partition = catalog.getPartitionOption(info.database, info.name, scala_spec)
+        partition = catalog.getPartitionOption(info.database, info.name, _scala_spec(spark, spec))
         if partition.isEmpty():
             return None
         uri = partition.get().storage().locationUri()
     return None if uri.isEmpty() else str(jvm(spark).org.apache.hadoop.fs.Path(uri.get()).toString())
+
+
+def _scala_spec(spark: SparkSession, spec: dict[str, str | None]):
+    """A partition spec as the catalog takes it (a NULL value is the default partition)."""
+    java = jvm(spark)
+    values = java.java.util.HashMap()
+    for column, value in spec.items():
+        values.put(column, HIVE_DEFAULT_PARTITION if value is None else value)
+    return java.org.apache.spark.api.python.PythonUtils.toScalaMap(values)
+
+
+def partition_identity(spark: SparkSession, info: TableInfo, spec: dict[str, str | None]) -> list | None:
+    """`[location, create time (ms)]` of the partition with this spec now, or None when it does not exist: tells the
+    partition a run planned on from one re-added since under the same values (one metastore call)."""
+    found = external_catalog(spark).getPartitionOption(info.database, info.name, _scala_spec(spark, spec))
+    if found.isEmpty():
+        return None
+    partition = found.get()
+    return [str(jvm(spark).org.apache.hadoop.fs.Path(partition.location()).toString()), int(partition.createTime())]
+
+
+def unregister_partition(spark: SparkSession, info: TableInfo, spec: dict[str, str | None]) -> None:
+    """Remove a partition from the metastore and keep its data (`retainData`: the metastore is asked not to delete
+    it, whatever the table's `external.table.purge`); a partition already gone is no error."""
+    specs = scala_list(spark, [_scala_spec(spark, spec)])
+    external_catalog(spark).dropPartitions(info.database, info.name, specs, True, False, True)
+    spark.catalog.refreshTable(info.sql_name)

@@ -194,6 +194,18 @@ class TableInfo:
 
     def skip_reason(self) -> str | None:
         """Why this table cannot be compacted, or None when it can."""
+        reason = self.unmanaged_reason()
+        if reason:
+            return reason
+        if self.num_buckets:
+            return f"bucketed table ({self.num_buckets} buckets): rewriting files would break bucketing"
+        if self.file_format not in SUPPORTED_FORMATS:
+            return f"unsupported file format {self.file_format!r} (supported: {', '.join(SUPPORTED_FORMATS)})"
+        return None
+
+    def unmanaged_reason(self) -> str | None:
+        """Why lakekeeper may not change this table's partitions or directories at all (a view, a backup, a table
+        whose files another system owns, one without a location), or None; what rewrites no file needs only this."""
         if self.table_type == "VIEW":
             return "view (no data files of its own)"
         if BACKUP_SOURCE_PROPERTY in self.table_properties:
@@ -203,11 +215,7 @@ class TableInfo:
         if self.transactional:
             return "transactional (ACID) table: Hive compaction owns its files"
         if self.table_type != "EXTERNAL":
-            return f"{self.table_type.lower()} table: only EXTERNAL tables are compacted"
-        if self.num_buckets:
-            return f"bucketed table ({self.num_buckets} buckets): rewriting files would break bucketing"
-        if self.file_format not in SUPPORTED_FORMATS:
-            return f"unsupported file format {self.file_format!r} (supported: {', '.join(SUPPORTED_FORMATS)})"
+            return f"{self.table_type.lower()} table: only EXTERNAL tables are managed"
         if not self.location:
             return "table has no location"
         return None

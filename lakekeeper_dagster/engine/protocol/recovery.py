@@ -24,6 +24,7 @@ from lakekeeper_dagster.engine.protocol.commit import (
     finish_restore,
     finish_run,
 )
+from lakekeeper_dagster.engine.protocol.drop import recover_retention
 from lakekeeper_dagster.engine.protocol.journal import (
     HIDDEN_PREFIX,
     Journal,
@@ -91,7 +92,11 @@ def _recover_rollback(spark: SparkSession, storage: Storage, info: TableInfo, jo
     return messages
 
 
-_RECOVER_BY_KIND = {RunKind.COMPACT: _recover_compaction, RunKind.ROLLBACK: _recover_rollback}
+_RECOVER_BY_KIND = {
+    RunKind.COMPACT: _recover_compaction,
+    RunKind.ROLLBACK: _recover_rollback,
+    RunKind.RETENTION: recover_retention,
+}
 
 
 def recover_journal(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
