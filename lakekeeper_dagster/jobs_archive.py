@@ -20,6 +20,7 @@ from lakekeeper_dagster.engine.ops.options import ArchiveRule, UnitResult
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.figures import unit_metadata
+from lakekeeper_dagster.policy_schedules import policy_schedule
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -136,21 +137,11 @@ def archive_schedule(
 ) -> dg.ScheduleDefinition:
     """Monthly: an archive run (not a dry run) of each managed table whose policy sets `archive.older_than`; off
     until turned on."""
-    names = [t.qualified_name for t in tables if settings.policies_for(t.database, t.name).archive.older_than]
-
-    @dg.schedule(
-        name="archive_schedule", job=job, cron_schedule="0 4 1 * *", default_status=dg.DefaultScheduleStatus.STOPPED
+    return policy_schedule(
+        job,
+        settings,
+        tables,
+        policy="archive",
+        cron="0 4 1 * *",
+        config_of=lambda name: ArchiveConfig(table=name, dry_run=False),
     )
-    def _archive_schedule(context: dg.ScheduleEvaluationContext):
-        if not names:
-            return dg.SkipReason("no managed table sets table_overrides.<db.table>.archive.older_than")
-        return [
-            dg.RunRequest(
-                run_key=name,
-                run_config=dg.RunConfig(ops={"archive": ArchiveConfig(table=name, dry_run=False)}),
-                tags={"lakekeeper/table": name},
-            )
-            for name in names
-        ]
-
-    return _archive_schedule

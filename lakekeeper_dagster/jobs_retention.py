@@ -12,6 +12,7 @@ from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import policy_age
 from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables
+from lakekeeper_dagster.policy_schedules import policy_schedule
 from spark_resources.resource import HiveSparkResource
 
 RETENTION_JOB = "retention_job"
@@ -117,21 +118,11 @@ def retention_schedule(
 ) -> dg.ScheduleDefinition:
     """Nightly: a retention run (not a dry run) of each managed table whose policy sets `retention.older_than`; off
     until turned on."""
-    names = [t.qualified_name for t in tables if settings.policies_for(t.database, t.name).retention.older_than]
-
-    @dg.schedule(
-        name="retention_schedule", job=job, cron_schedule="30 2 * * *", default_status=dg.DefaultScheduleStatus.STOPPED
+    return policy_schedule(
+        job,
+        settings,
+        tables,
+        policy="retention",
+        cron="30 2 * * *",
+        config_of=lambda name: RetentionConfig(table=name, dry_run=False),
     )
-    def _retention_schedule(context: dg.ScheduleEvaluationContext):
-        if not names:
-            return dg.SkipReason("no managed table sets table_overrides.<db.table>.retention.older_than")
-        return [
-            dg.RunRequest(
-                run_key=name,
-                run_config=dg.RunConfig(ops={"retention": RetentionConfig(table=name, dry_run=False)}),
-                tags={"lakekeeper/table": name},
-            )
-            for name in names
-        ]
-
-    return _retention_schedule
