@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
+from lakekeeper_dagster.engine.ops.archive import archive_table
+from lakekeeper_dagster.engine.ops.audit import verify_against_backup
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
+from lakekeeper_dagster.engine.ops.rollback import rollback_table
+from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs
 
@@ -96,6 +100,12 @@ def test_delimited_text_with_nulls_escapes_and_nested_values_compacts_identicall
     for date in dates:
         (output,) = data_files(data_dir / f"date={date}")
         assert output.read_bytes() == concatenated  # byte for byte, a line end added after the file without one
+    assert [c.matches for c in verify_against_backup(spark, database, "events")] == [True, True]
+
+    assert len(rollback_table(spark, database, "events")) == 2  # the originals back, as they were
+    for date in dates:
+        assert [f.read_bytes() for f in data_files(data_dir / f"date={date}")] == FILES
+    assert _hive_rows(spark, table) == EXPECTED and _lines(spark, data_dir) == lines
 
 
 @pytest.mark.parametrize("extension", [".gz", ".deflate"])
@@ -148,5 +158,8 @@ def test_text_that_cannot_be_reproduced_exactly_is_refused_unchanged(spark, data
     for asked in ({"codec": "gzip"}, {"sort_columns": ("id",)}):
         with pytest.raises(ConfigError, match=f"{plain}: text tables are compacted by concatenating"):
             compact_table(spark, database, "plain", CompactionOptions(OPTIONS.thresholds, **asked))
+    rule = TablePolicies.model_validate({"partition_time": {"date": "%Y-%m-%d"}, "archive": {"older_than": "30d"}})
+    with pytest.raises(ConfigError, match=f"{plain}: text tables .* recompress cannot apply"):
+        archive_table(spark, database, "plain", OPTIONS, rule.archive_rule(plain))
     assert {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbp"} == before
     assert hidden_dirs(data_dir) == []
