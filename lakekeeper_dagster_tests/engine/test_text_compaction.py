@@ -18,6 +18,7 @@ from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.policies import TablePolicies
+from lakekeeper_dagster.engine.protocol import writers
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs
 
@@ -135,7 +136,7 @@ def _inflate_all(data: bytes) -> bytes:
     return out
 
 
-def test_text_that_cannot_be_reproduced_exactly_is_refused_unchanged(spark, database, data_dir, tmp_path):
+def test_text_that_cannot_be_reproduced_exactly_is_refused_unchanged(spark, database, data_dir, monkeypatch):
     header = _table(spark, database, "header", data_dir / "h", [], "TBLPROPERTIES ('skip.header.line.count'='1')")
     _write(data_dir / "h")
     spark.sql(
@@ -147,7 +148,11 @@ def test_text_that_cannot_be_reproduced_exactly_is_refused_unchanged(spark, data
         (data_dir / "b" / f"part-{number}.bz2").write_bytes(bz2.compress(b"1|x|y|k:1\n"))
     plain = _table(spark, database, "plain", data_dir / "p", [])
     _write(data_dir / "p")
-    before = {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbp"}
+    flume = _table(spark, database, "flume", data_dir / "f", [])
+    _write(data_dir / "f")
+    (data_dir / "f" / "FlumeData.1700000000000.tmp").write_bytes(b"7|open|v|k:7\n")  # Flume is still writing it
+    monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 1.0)
+    before = {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbpf"}
 
     with pytest.raises(OperationError, match=f"{header}.*skip.header.line.count=1"):
         compact_table(spark, database, "header", OPTIONS)
@@ -155,11 +160,15 @@ def test_text_that_cannot_be_reproduced_exactly_is_refused_unchanged(spark, data
         compact_table(spark, database, "csv", OPTIONS)
     (failed,) = compact_table(spark, database, "bzip", OPTIONS)
     assert failed.status == UnitStatus.FAILED and "BZip2Codec" in failed.reason and bzip in failed.reason
+    (failed,) = compact_table(spark, database, "flume", OPTIONS)
+    assert (
+        failed.status == UnitStatus.FAILED and "FlumeData.1700000000000.tmp" in failed.reason and flume in failed.reason
+    )
     for asked in ({"codec": "gzip"}, {"sort_columns": ("id",)}):
         with pytest.raises(ConfigError, match=f"{plain}: text tables are compacted by concatenating"):
             compact_table(spark, database, "plain", CompactionOptions(OPTIONS.thresholds, **asked))
     rule = TablePolicies.model_validate({"partition_time": {"date": "%Y-%m-%d"}, "archive": {"older_than": "30d"}})
     with pytest.raises(ConfigError, match=f"{plain}: text tables .* recompress cannot apply"):
         archive_table(spark, database, "plain", OPTIONS, rule.archive_rule(plain))
-    assert {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbp"} == before
+    assert {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbpf"} == before
     assert hidden_dirs(data_dir) == []
