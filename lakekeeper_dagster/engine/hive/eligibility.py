@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.errors import OperationError
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.hive.textserde import text_refusal
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-REWRITABLE_FORMATS = ("parquet", "orc")
+REWRITABLE_FORMATS = ("parquet", "orc", "text")  # text: LazySimpleSerDe files, concatenated
 
 
 def refusal(info: TableInfo) -> str | None:
@@ -19,6 +20,8 @@ def refusal(info: TableInfo) -> str | None:
     reason = info.skip_reason()
     if reason is None and info.file_format not in REWRITABLE_FORMATS:
         reason = f"{info.file_format} tables cannot be compacted yet (supported: {', '.join(REWRITABLE_FORMATS)})"
+    if reason is None and info.file_format == "text":
+        reason = text_refusal(info)
     return reason
 
 

@@ -21,12 +21,13 @@ from lakekeeper_dagster.engine.plan.thresholds import WriteMode
 from lakekeeper_dagster.engine.protocol.checks import refuse_subdirectories
 from lakekeeper_dagster.engine.protocol.recovery import write_root
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
-from lakekeeper_dagster.engine.rewrite.encodings import format_options, input_encodings, write_settings
+from lakekeeper_dagster.engine.rewrite.encodings import READER_SETTINGS, format_options, input_encodings, write_settings
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, from_observation, observed
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome, byte_merge
 from lakekeeper_dagster.engine.rewrite.onejob import COLUMN_PREFIX, UnitWrite, output, write_units
 from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, refuse_undeclared
+from lakekeeper_dagster.engine.rewrite.textconcat import concatenate_unit
 from lakekeeper_dagster.engine.statuses import ProgressStep
 from spark_resources.py4j import isolated_session, java_cause
 
@@ -46,6 +47,10 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
     """
     label = run.label(run.journal.units[item.index])
     refuse_subdirectories(item.snapshot.directories, label)
+    if run.info.file_format == "text":  # concatenated whole: no Spark write (`rewrite/textconcat.py`)
+        item.merged = _concatenate(run, item, label)
+        item.footer_rows = item.merged.before.rows  # text files count no rows: their check is their bytes
+        return []
     paths = [f.path for f in item.inputs]
     footers = read_footers(run.spark, run.info.file_format, paths, label)
     item.result.dropped_columns = refuse_undeclared(run.info, footers, label, run.options.drop_undeclared_columns)
@@ -66,6 +71,16 @@ def _byte_merge(run: CompactionRun, item: BatchItem, footers: list, label: str) 
     session = isolated_session(run.spark, write_settings(item.encodings))
     codec = run.codec_for(item)
     outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, codec, label, rearranged)
+    item.result.files_byte_merged = outcome.merged_files
+    return outcome
+
+
+def _concatenate(run: CompactionRun, item: BatchItem, label: str) -> MergeOutcome:
+    """Concatenate a text unit's inputs into its staging directory, its inputs fingerprinted by the reader settings."""
+    staging = (run.journal.units[item.index].incoming, f"lk-merged-{run.journal.run_id}-{item.index}")
+    session = isolated_session(run.spark, READER_SETTINGS)
+    block = run.options.thresholds.block_size_bytes
+    outcome = concatenate_unit(session, run.info, run.schema, item.inputs, staging, block, label)
     item.result.files_byte_merged = outcome.merged_files
     return outcome
 

@@ -2,7 +2,8 @@
 
 Spark (`.spark-staging-*`, `_temporary`), Hive (`.hive-staging*`) and Impala (`_impala_insert_staging`) stage a write
 at the table root and move finished partition directories into place at their commit; Flink and `hdfs dfs -put` keep
-a file being written inside the partition (`.part-*.inprogress.*`, `_part-*.pending`, `*._COPYING_`). Right before
+a file being written inside the partition (`.part-*.inprogress.*`, `_part-*.pending`, `*._COPYING_`; Flume's HDFS
+sink `*.tmp`, its default in-use suffix, until it closes and renames the file). Right before
 a swap each is found by one glob and judged by its modification times (the newest of the entry and the files below
 it) against the filesystem's own clock:
 - fresh (younger than `STALE_WRITER_SECONDS`): a live writer, waited for up to `WRITER_WAIT_SECONDS`, then the unit
@@ -31,7 +32,7 @@ WRITER_WAIT_SECONDS = 30.0
 STALE_WRITER_SECONDS = 6 * 3600.0  # a writer silent this long is taken for dead (a long Spark job writes more often)
 _NEWEST_OF_AT_MOST = 200  # files looked at below a staging directory; more than that counts as a live writer
 ROOT_STAGING = "{.spark-staging-*,.hive-staging*,_impala_insert_staging*,_temporary}"
-IN_PROGRESS = "{*.inprogress*,*.in-progress*,[._]*.pending,*._COPYING_}"
+IN_PROGRESS = "{*.inprogress*,*.in-progress*,[._]*.pending,*._COPYING_,*.tmp}"
 _GLOB_CHARACTERS = "\\{}[]*?"
 
 

@@ -22,10 +22,20 @@ log = logging.getLogger(__name__)
 HIVE_COMPATIBLE_WRITES = {"spark.sql.parquet.writeLegacyFormat": "true"}
 
 
+def line_schema() -> StructType:
+    """A text table's content as its files are compared (`textconcat.py`): lines, as Spark's text source reads them
+    (without their line end; decompressed by the files' extension, as Hive's reader does)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField("value", StringType())])
+
+
 def data_schema(info: TableInfo) -> StructType:
-    """The table's columns (not its partition columns), as the metastore defines them."""
+    """The table's columns (not its partition columns), as the metastore defines them; a text table's lines."""
     from pyspark.sql.types import StructType
 
+    if info.file_format == "text":
+        return line_schema()
     schema = StructType.fromJson(json.loads(info.schema_json))
     return StructType([f for f in schema.fields if f.name not in info.partition_columns])
 

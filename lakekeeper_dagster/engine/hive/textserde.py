@@ -1,0 +1,45 @@
+"""Which text tables' files can be concatenated with every row kept exactly (`rewrite/textconcat.py`), and the run
+options a concatenation cannot honour."""
+
+from __future__ import annotations
+
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.hive.model import TableInfo
+
+_HEADER_FOOTER = ("skip.header.line.count", "skip.footer.line.count")
+
+
+def text_refusal(info: TableInfo) -> str | None:
+    """Why the (LazySimpleSerDe) text table's files cannot be concatenated with every row kept, naming the
+    property, or None.
+
+    Headers and footers (`skip.header.line.count`, `skip.footer.line.count`) are skipped by Hive in each file: in a
+    concatenation all but the first file's would become rows. A record delimiter other than LF (`line.delim`,
+    `textinputformat.record.delimiter`) is not what the checks read lines by.
+    """
+    properties = {k.lower(): (k, v) for k, v in {**info.storage_properties, **info.table_properties}.items()}
+    for name in _HEADER_FOOTER:
+        key, value = properties.get(name, (name, "0"))
+        if value.strip() not in ("", "0"):
+            return (
+                f"{key}={value}: Hive skips these lines in every file; concatenated files would turn all but the "
+                "first file's into rows"
+            )
+    for name in ("line.delim", "textinputformat.record.delimiter"):
+        key, value = properties.get(name, (name, "\n"))
+        if value != "\n":
+            return f"{key}={value!r}: only LF-delimited lines are compacted"
+    return None
+
+
+def refuse_text_options(info: TableInfo, codec: str | None, recompress_only: bool, sort_columns: tuple) -> None:
+    """A text table is compacted by concatenation: it keeps its files' codec and row order (ConfigError else)."""
+    if info.file_format != "text":
+        return
+    options = (("codec", codec), ("recompress", recompress_only), ("sort_columns", sort_columns))
+    asked = [what for what, given in options if given]
+    if asked:
+        raise ConfigError(
+            f"{info.qualified_name}: text tables are compacted by concatenating their files, which keeps their codec "
+            f"and row order: {' / '.join(asked)} cannot apply; nothing was changed"
+        )
