@@ -19,23 +19,22 @@ from lakekeeper_dagster.engine.errors import ConfigError, OperationError, Storag
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, read_table, table_exists
+from lakekeeper_dagster.engine.hive.eligibility import REWRITABLE_FORMATS
 from lakekeeper_dagster.engine.hive.model import (
     MERGED_SOURCE_PROPERTY,
     TableInfo,
     partition_name,
     quote_identifier,
-    split_table_name,
     sql_string,
-    validated_name,
 )
 from lakekeeper_dagster.engine.ops.retention import trash_refusals
 from lakekeeper_dagster.engine.plan.merge import (
-    MERGED_SUFFIX,
     FineCandidate,
     MergeLayout,
     MergePeriod,
     MergePlan,
     merge_layout,
+    merge_names,
     plan_merge,
 )
 from lakekeeper_dagster.engine.plan.merge_view import UnionView
@@ -53,7 +52,6 @@ from spark_resources.py4j import job_description
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-FORMATS = ("parquet", "orc")
 TARGET_FILE_BYTES = 128 * 1024 * 1024
 
 
@@ -91,29 +89,21 @@ class MergeTargets:
         return ".".join(quote_identifier(n) for n in self.view)
 
 
-def _qualified(value: str, database: str, key: str) -> tuple[str, str]:
-    """NAME (in the source's database) or DB.NAME."""
-    return split_table_name(value, key) if "." in value else (database, validated_name(value, key))
-
-
 def merge_targets(spark: SparkSession, database: str, table: str, policies: TablePolicies) -> MergeTargets:
     """The source and what its `merge` policy names, checked; a ConfigError names the key, an OperationError a
     table that may not take part."""
     info = read_table(spark, database, table)
     name = info.qualified_name
     reason = info.unmanaged_reason() or (None if info.is_partitioned else "it is not partitioned")
-    if not reason and info.file_format not in FORMATS:
-        reason = f"its format {info.file_format} is not one merge writes ({', '.join(FORMATS)})"
+    if not reason and info.file_format not in REWRITABLE_FORMATS:
+        reason = f"its format {info.file_format} is not one merge writes ({', '.join(REWRITABLE_FORMATS)})"
     if reason:
         raise OperationError(f"table {name} cannot be merged: {reason}; nothing was changed")
     clock = policies.clock(name)
     clock.check_columns(info.partition_columns, name)
     layout = merge_layout(info, clock, policies.merge.into)
     key = f"table_overrides.{name}.merge"
-    if policies.merge.view is None:
-        raise ConfigError(f"{name}: set {key}.view to the name of the union view readers query; nothing was changed")
-    view = _qualified(policies.merge.view, database, f"{key}.view")
-    merged = _qualified(policies.merge.table or f"{table}{MERGED_SUFFIX}", database, f"{key}.table")
+    merged, view = merge_names(database, table, policies.merge.view, policies.merge.table)
     for what, (db, obj) in (("table", merged), ("view", view)):
         if table_exists(spark, db, obj):
             found = read_table(spark, db, obj)

@@ -15,13 +15,27 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.hive.model import TableInfo, partition_name
+from lakekeeper_dagster.engine.hive.model import TableInfo, partition_name, split_table_name, validated_name
 from lakekeeper_dagster.engine.plan.partition_time import STEP_ORDER, PartitionClock
 from lakekeeper_dagster.engine.plan.retention import shares_location
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 
 FINE_SUFFIX = "__fine"  # the merged table's data column keeping a flat time column's original value
 MERGED_SUFFIX = "__merged"
+
+
+def merge_names(database: str, table: str, view: str | None, merged: str | None) -> tuple[tuple[str, str], ...]:
+    """(database, name) of the merged table (`merge.table`, default `<table>__merged`) and of the view (`merge.view`,
+    required): NAME (in the source's database) or DB.NAME; a ConfigError names the key."""
+    key = f"table_overrides.{database}.{table}.merge"
+    if view is None:
+        raise ConfigError(
+            f"{database}.{table}: set {key}.view to the name of the union view readers query; nothing was changed"
+        )
+    named = []
+    for value, setting in ((merged or f"{table}{MERGED_SUFFIX}", f"{key}.table"), (view, f"{key}.view")):
+        named.append(split_table_name(value, setting) if "." in value else (database, validated_name(value, setting)))
+    return tuple(named)
 
 
 @dataclass(frozen=True)

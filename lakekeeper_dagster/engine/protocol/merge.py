@@ -71,8 +71,9 @@ def _remove(storage: Storage, location: str, skip_trash: bool) -> None:
 
 
 def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, used: list[str], skip: bool) -> str:
-    """Move a planned fine partition's files away: with its directory and metastore entry when it holds nothing
-    else and is still the partition planned on, else only the planned files (a writer's newer files stay visible)."""
+    """Move a planned fine partition's files away: unregistered when it holds nothing else and is still the partition
+    planned on (with its directory, unless shared or outside the table's), else only the planned files (a writer's
+    newer files stay visible, registered)."""
     location, planned = fine["location"], fine["files"]
     if not storage.exists(location):
         return f"{fine['partition']}: already gone"
@@ -81,15 +82,18 @@ def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: di
     others = [f.name for f in entries.files if f.name not in ours]
     others += [d for d in entries.directories if d[0] not in "._"]
     now = partition_identity(spark, info, fine["spec"])
-    shared = any(shares_location(location, other) for other in used)
-    if not others and not shared and (now is None or now == fine["identity"]):
+    if not others and (now is None or now == fine["identity"]):
         if now is not None:
             unregister_partition(spark, info, fine["spec"])
-        _remove(storage, location, skip)
-        return f"{fine['partition']}: dropped"
+        # its directory goes too when it lies inside the table's and no other partition uses it
+        table = storage.qualify(info.location or "").rstrip("/")
+        if location.startswith(table + "/") and not any(shares_location(location, other) for other in used):
+            _remove(storage, location, skip)
+            return f"{fine['partition']}: dropped"
     for f in ours.values():
         _remove(storage, f.path, skip)
-    return f"{fine['partition']}: its {len(ours)} merged file(s) moved away; it stays with {len(others)} other(s)"
+    kept = f"it stays with {len(others)} other(s)" if others else "unregistered, its directory left in place"
+    return f"{fine['partition']}: its {len(ours)} merged file(s) moved away; {kept}"
 
 
 def _clear(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
