@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from lakekeeper_dagster.cli_retention import add_retention_parser
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.hive.catalog import table_exists
@@ -46,3 +47,9 @@ def add_merge_parser(sub: argparse._SubParsersAction, open_spark) -> None:
     parser.add_argument("--no-dry-run", dest="dry_run", action="store_const", const=False)
     parser.add_argument("--skip-trash", action="store_true", help="delete the merged fine data instead of the Trash")
     parser.set_defaults(func=lambda args, config: cmd_merge(args, config, open_spark))
+
+
+def add_partition_parsers(sub: argparse._SubParsersAction, open_spark) -> None:
+    """The partition-management subcommands that drop or move partitions: `retention`, `merge`."""
+    add_retention_parser(sub, open_spark)
+    add_merge_parser(sub, open_spark)

@@ -114,6 +114,12 @@ def merge_targets(spark: SparkSession, database: str, table: str, policies: Tabl
                     f"{key}.{what}: {db}.{obj} exists and is not the merged {what} of {name}; name another; "
                     "nothing was changed"
                 )
+            expected = [c.name.lower() for c in info.data_columns] + [n.lower() for n, _ in layout.merged_columns()]
+            if what == "table" and [c.name.lower() for c in found.data_columns] != expected:
+                raise OperationError(  # the view over both could not be altered: refused before any step
+                    f"{db}.{obj}: its columns differ from {name}'s (a column added to the source since?); add the "
+                    f"same columns to {db}.{obj}, in order, then retry; nothing was changed"
+                )
     return MergeTargets(info, clock, layout, merged, view)
 
 
@@ -214,14 +220,13 @@ def _write(spark: SparkSession, targets: MergeTargets, unit: UnitRecord, period:
     layout, fmt, label = targets.layout, targets.info.file_format, f"{targets.info.qualified_name} {period.partition}"
     source = _source(spark, targets, period)
     schema = StructType([*data_schema(targets.info).fields, *(StructField(n, StringType()) for n, _ in layout.kept)])
-    if source is None:
-        spark.createDataFrame([], schema).write.format(fmt).save(unit.incoming)
-        return Fingerprint(0, "0")
-    watched, observation = observed(source, f"merge-{unit.incoming}")
     with job_description(spark, f"lakekeeper merge {label}: write"):
-        _to_merged(watched, layout).coalesce(max(1, -(-period.bytes // TARGET_FILE_BYTES))).write.format(fmt).save(
-            unit.incoming
-        )
+        if source is None:  # its fine partitions hold no file: an empty merged partition
+            spark.createDataFrame([], schema).write.format(fmt).save(unit.incoming)
+            return Fingerprint(0, "0")
+        watched, observation = observed(source, f"merge-{unit.incoming}")
+        files = max(1, -(-period.bytes // TARGET_FILE_BYTES))
+        _to_merged(watched, layout).coalesce(files).write.format(fmt).save(unit.incoming)
     before = from_observation(observation)
     copy = _from_merged(spark.read.schema(schema).format(fmt).load(unit.incoming), layout, unit.spec or {})
     with job_description(spark, f"lakekeeper merge {label}: verify"):
