@@ -159,7 +159,7 @@ def test_a_file_written_into_a_fine_partition_during_the_merge_stays_visible(spa
     run.start()
     while "dt=20190413" not in partitions(spark, database, "wm__merged"):  # planned, copied: now write
         time.sleep(0.2)
-    write_files(spark, (root / "dt=2019041316").as_uri(), 1000, 3, 1, "parquet")
+    write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
     run.join(300)
     added = [(i, f"v{i}", i % 7, "2019041316") for i in range(1000, 1003)]
     assert view_rows(spark, f"{database}.wm_all") == sorted(rows + added)

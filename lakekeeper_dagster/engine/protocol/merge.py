@@ -30,6 +30,7 @@ from lakekeeper_dagster.engine.hive.catalog import (
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause, sql_string
 from lakekeeper_dagster.engine.plan.retention import shares_location
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
+from lakekeeper_dagster.engine.protocol.writers import find_writers
 from lakekeeper_dagster.engine.statuses import TERMINAL, Recovery, RunStep, UnitState
 
 if TYPE_CHECKING:
@@ -72,15 +73,15 @@ def _remove(storage: Storage, location: str, skip_trash: bool) -> None:
 
 def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, used: list[str], skip: bool) -> str:
     """Move a planned fine partition's files away: unregistered when it holds nothing else and is still the partition
-    planned on (with its directory, unless shared or outside the table's), else only the planned files (a writer's
-    newer files stay visible, registered)."""
+    planned on (with its directory, unless shared or outside the table's), else only the planned files: a writer's
+    newer files, one at work (a subdirectory such as `_temporary`, an in-progress file) stay visible, registered."""
     location, planned = fine["location"], fine["files"]
     if not storage.exists(location):
         return f"{fine['partition']}: already gone"
     entries = storage.list_entries(location)
     ours = {f.name: f for f in entries.files if planned.get(f.name) == [f.size, f.modification_time]}
-    others = [f.name for f in entries.files if f.name not in ours]
-    others += [d for d in entries.directories if d[0] not in "._"]
+    others = [f.name for f in entries.files if f.name not in ours] + entries.directories  # `_temporary`: a writer
+    others += [w.path for w in find_writers(storage, info.location or "", location)]  # in-progress files
     now = partition_identity(spark, info, fine["spec"])
     if not others and (now is None or now == fine["identity"]):
         if now is not None:
