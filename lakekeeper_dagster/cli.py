@@ -13,8 +13,8 @@ from pyspark.errors import PySparkException
 
 from lakekeeper_dagster.cli_archive import add_archive_parser, dry_run_notes
 from lakekeeper_dagster.cli_cluster import add_cluster_parser
+from lakekeeper_dagster.cli_merge import add_partition_parsers
 from lakekeeper_dagster.cli_progress import shown
-from lakekeeper_dagster.cli_retention import add_retention_parser
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.demo_tables import create_demo_tables
@@ -343,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover = sub.add_parser("recover", help="finish or undo runs a crash interrupted, from their journals")
     _table_args(recover)
     recover.set_defaults(func=cmd_recover)
-    add_retention_parser(sub, open_spark)
+    add_partition_parsers(sub, open_spark)
 
     demo = sub.add_parser("demo", help="demo tables of the Lakekeeper runbook")
     demo.add_argument("action", choices=["create", "run"], help="create the tables, or run the main job (Dagster)")

@@ -22,6 +22,7 @@ from lakekeeper_dagster.checks import build_backup_check
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.jobs import build_jobs, build_refresh_job, cleanup_schedule, compaction_job, refresh_schedule
 from lakekeeper_dagster.jobs_archive import ARCHIVE_JOB, archive_schedule, build_archive_job
+from lakekeeper_dagster.jobs_merge import MERGE_JOB, build_merge_job, merge_asset_specs, merge_schedule
 from lakekeeper_dagster.jobs_retention import RETENTION_JOB, build_retention_job, retention_schedule
 from lakekeeper_dagster.location_state import LocationState
 from lakekeeper_dagster.managed import ManagedTables, load_managed_tables
@@ -78,13 +79,17 @@ def definitions_from_state(
         build_refresh_job(config, translator),
         build_archive_job(config, tables, translator),
         build_retention_job(config),
+        build_merge_job(config),
     ]
     if state.notice:
         jobs = [job.with_metadata({**job.metadata, NOTICE_KEY: dg.MetadataValue.text(state.notice)}) for job in jobs]
     by_name = {job.name: job for job in jobs}
     compaction = [compaction_job(info, translator) for info in tables]
     return dg.Definitions(
-        assets=[build_table_asset(info, config, translator) for info in tables],
+        assets=[
+            *(build_table_asset(info, config, translator) for info in tables),
+            *merge_asset_specs(config, tables, translator),
+        ],
         asset_checks=[build_backup_check(info, translator) for info in tables],
         jobs=[*compaction, *jobs],
         schedules=[
@@ -93,6 +98,7 @@ def definitions_from_state(
             refresh_schedule(by_name["refresh_tables_job"]),
             archive_schedule(by_name[ARCHIVE_JOB], config, tables),
             retention_schedule(by_name[RETENTION_JOB], config, tables),
+            merge_schedule(by_name[MERGE_JOB], config, tables),
         ],
         sensors=[
             build_file_count_sensor(config, tables, translator, compaction),

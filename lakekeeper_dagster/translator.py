@@ -37,7 +37,11 @@ class HiveTableTranslator:
 
     def asset_key(self, info: TableInfo) -> dg.AssetKey:
         """`hive/<database>/<table>`."""
-        return dg.AssetKey(["hive", info.database, info.name])
+        return self.key_of(info.database, info.name)
+
+    def key_of(self, database: str, name: str) -> dg.AssetKey:
+        """`hive/<database>/<name>`: the key of a table or view known by name only (a merged table, a union view)."""
+        return dg.AssetKey(["hive", database, name])
 
     def op_name(self, info: TableInfo) -> str:
         """The op that compacts the table (the name its run config is keyed by)."""

@@ -58,6 +58,30 @@ class ArchivePolicy(PolicyBlock):
         return validated_codec(value, setting="archive.codec")
 
 
+class MergePolicy(PolicyBlock):
+    """Merge old fine partitions into coarse ones of a companion table, read through a union view."""
+
+    into: list[str] | str | None = Field(
+        default=None,
+        examples=[["year", "month"], "%Y%m"],
+        description="The coarse partitioning: the partition columns the merged table keeps ([year, month] of "
+        "year/month/day/hour), or for one time column a coarser strftime format of it ('%Y%m' of '%Y%m%d%H').",
+    )
+    older_than: str | None = Field(default=None, examples=["60d"], description="Merge periods older than this age.")
+    view: str | None = Field(
+        default=None, examples=["events_all"], description="The union view readers query (NAME or DB.NAME)."
+    )
+    table: str | None = Field(default=None, description="The merged table (NAME or DB.NAME); default <table>__merged.")
+    settle_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="Pause after each view change before the data under it changes, so queries that read the view "
+        "just before the change have listed their partitions.",
+    )
+
+    _age = field_validator("older_than")(_checked_age)
+
+
 class TablePolicies(PolicyBlock):
     """A table's partition time and partition-management policies."""
 
@@ -69,6 +93,7 @@ class TablePolicies(PolicyBlock):
     )
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy, description="Retention: drop old partitions.")
     archive: ArchivePolicy = Field(default_factory=ArchivePolicy, description="Cold archive: recompress old ones.")
+    merge: MergePolicy = Field(default_factory=MergePolicy, description="Merge fine partitions into coarse ones.")
 
     def clock(self, table: str) -> PartitionClock:
         """The table's partition clock; a ConfigError names `partition_time` when it is not set."""

@@ -23,6 +23,7 @@ class RunKind(Vocabulary):
     COMPACT = "compact"  # replace each unit's files by a rewritten copy; the originals go to the backup
     ROLLBACK = "rollback"  # put a compaction's originals back from its backup
     RETENTION = "retention"  # drop old partitions: metastore entry, then data (to the Trash)
+    MERGE = "merge"  # copy old fine partitions into a coarse one of a merged table, behind a union view
 
 
 class RunStep(Vocabulary):
@@ -52,10 +53,26 @@ class UnitState(Vocabulary):
     DROPPING = "dropping"
     UNREGISTERED = "unregistered"
     DROPPED = "dropped"
+    # A merge run's period (`protocol/merge.py`): WRITTEN (copy verified) -> PENDING (the view hides the period from
+    # the merged side) -> REGISTERED (the copy is the merged table's partition) -> SWITCHED (the view reads the
+    # period from the merged table: from here recover rolls forward) -> CLEARED (the planned fine files gone) ->
+    # MERGED (the view unfiltered again). Before SWITCHED recover rolls back to ROLLED_BACK.
+    PENDING = "pending"
+    REGISTERED = "registered"
+    SWITCHED = "switched"
+    CLEARED = "cleared"
+    MERGED = "merged"
 
 
 TERMINAL = frozenset(
-    {UnitState.COMMITTED, UnitState.FAILED, UnitState.ABORTED, UnitState.ROLLED_BACK, UnitState.DROPPED}
+    {
+        UnitState.COMMITTED,
+        UnitState.FAILED,
+        UnitState.ABORTED,
+        UnitState.ROLLED_BACK,
+        UnitState.DROPPED,
+        UnitState.MERGED,
+    }
 )
 # INSTALLED: a per-unit step of compaction journals written before batched commits, and of rollbacks.
 SWAP_BEGUN = frozenset({UnitState.SWAPPING, UnitState.INSTALLED})

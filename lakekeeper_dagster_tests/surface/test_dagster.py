@@ -65,6 +65,7 @@ def test_definitions_snapshot(location, database):
         "analyze_job",
         "archive_job",
         "cleanup_job",
+        "merge_job",
         "observe_partitions_job",
         "recover_job",
         "refresh_tables_job",
@@ -78,6 +79,7 @@ def test_definitions_snapshot(location, database):
         "refresh_tables_schedule",
         "archive_schedule",
         "retention_schedule",
+        "merge_schedule",
     ]
     assert {s.default_status for s in location.schedules} == {dg.DefaultScheduleStatus.STOPPED}
     assert location.schedules[1].cron_schedule == "0 * * * *"

@@ -211,6 +211,7 @@ OP_CONFIG = {
         "retention",
         {"ops": {"retention": {"config": {"dry_run": True, "force": False, "skip_trash": False}}}},
     ),
+    "merge_job": ("merge", {"ops": {"merge": {"config": {"dry_run": True, "skip_trash": False}}}}),
     "sync_partitions_job": (None, {}),
     "observe_partitions_job": (None, {}),
 }

@@ -92,9 +92,12 @@ def _plan(
 def _refusals(storage: Storage, info: TableInfo, plan: RetentionPlan, skip_trash: bool) -> list[str]:
     """Why the run may not go besides the plan's own guard: without `skip_trash`, what would put the data beyond
     the Trash."""
+    return trash_refusals(storage, info) if plan.drop and not skip_trash else []
+
+
+def trash_refusals(storage: Storage, info: TableInfo) -> list[str]:
+    """What would put the data a run moves away beyond the Trash: no Trash, or `external.table.purge`."""
     refusals: list[str] = []
-    if not plan.drop or skip_trash:
-        return refusals
     name = info.qualified_name
     if not storage.has_trash(info.location):
         refusals.append(

@@ -35,6 +35,7 @@ from lakekeeper_dagster.engine.protocol.journal import (
     unstarted_runs,
 )
 from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.protocol.merge import recover_merge
 from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, TERMINAL, ProgressStep, Recovery, RunKind, UnitState
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ _RECOVER_BY_KIND = {
     RunKind.COMPACT: _recover_compaction,
     RunKind.ROLLBACK: _recover_rollback,
     RunKind.RETENTION: recover_retention,
+    RunKind.MERGE: recover_merge,
 }
 
 

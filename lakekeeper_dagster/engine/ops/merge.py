@@ -1,0 +1,347 @@
+"""Merge: old fine partitions copied into coarse ones of a companion table, read through a union view that never
+shows a row twice or misses one.
+
+Checks first (every ConfigError names its key, nothing changed) -> plan (`plan/merge.py`, printed as the dry run) ->
+under the source's lease, with interrupted runs recovered first: the merged table and the view created when missing,
+then period by period: the planned files copied into a hidden directory beside the merged partition and verified
+(rows and content checksum against the planned files), then published through the journaled steps of
+`protocol/merge.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.errors import ConfigError, OperationError, StorageError, UnitFailure
+from lakekeeper_dagster.engine.faults import kill_point
+from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, read_table, table_exists
+from lakekeeper_dagster.engine.hive.eligibility import REWRITABLE_FORMATS
+from lakekeeper_dagster.engine.hive.model import (
+    MERGED_SOURCE_PROPERTY,
+    TableInfo,
+    partition_name,
+    quote_identifier,
+    sql_string,
+)
+from lakekeeper_dagster.engine.ops.retention import trash_refusals
+from lakekeeper_dagster.engine.plan.merge import (
+    FineCandidate,
+    MergeLayout,
+    MergePeriod,
+    MergePlan,
+    merge_layout,
+    merge_names,
+    plan_merge,
+)
+from lakekeeper_dagster.engine.plan.merge_view import UnionView
+from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, utc_now
+from lakekeeper_dagster.engine.policies import TablePolicies, policy_age
+from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
+from lakekeeper_dagster.engine.protocol.merge import finish_merge, publish
+from lakekeeper_dagster.engine.protocol.recovery import exclusive
+from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
+from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, aggregates, from_observation, observed
+from lakekeeper_dagster.engine.rewrite.schema import data_schema, read_files
+from lakekeeper_dagster.engine.statuses import RunKind, UnitState
+from spark_resources.py4j import job_description
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+TARGET_FILE_BYTES = 128 * 1024 * 1024
+
+
+@dataclass
+class MergeOutcome:
+    """What a merge run did (or would do): its plan, its lines, the periods merged and their figures."""
+
+    plan: MergePlan
+    dry_run: bool
+    lines: list[str]
+    merged: list[str] = field(default_factory=list)  # the merged partitions
+    partitions: int = 0  # fine partitions merged
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+
+
+@dataclass(frozen=True)
+class MergeTargets:
+    """The source, its layout and clock, and the merged table and view (database, name)."""
+
+    info: TableInfo
+    clock: PartitionClock
+    layout: MergeLayout
+    merged: tuple[str, str]
+    view: tuple[str, str]
+
+    @property
+    def union(self) -> UnionView:
+        merged = ".".join(quote_identifier(n) for n in self.merged)
+        return UnionView(self.info.sql_name, merged, self.layout)
+
+    @property
+    def view_sql(self) -> str:
+        return ".".join(quote_identifier(n) for n in self.view)
+
+
+def merge_targets(spark: SparkSession, database: str, table: str, policies: TablePolicies) -> MergeTargets:
+    """The source and what its `merge` policy names, checked; a ConfigError names the key, an OperationError a
+    table that may not take part."""
+    info = read_table(spark, database, table)
+    name = info.qualified_name
+    reason = info.unmanaged_reason() or (None if info.is_partitioned else "it is not partitioned")
+    if not reason and info.file_format not in REWRITABLE_FORMATS:
+        reason = f"its format {info.file_format} is not one merge writes ({', '.join(REWRITABLE_FORMATS)})"
+    if reason:
+        raise OperationError(f"table {name} cannot be merged: {reason}; nothing was changed")
+    clock = policies.clock(name)
+    clock.check_columns(info.partition_columns, name)
+    layout = merge_layout(info, clock, policies.merge.into)
+    key = f"table_overrides.{name}.merge"
+    merged, view = merge_names(database, table, policies.merge.view, policies.merge.table)
+    for what, (db, obj) in (("table", merged), ("view", view)):
+        if table_exists(spark, db, obj):
+            found = read_table(spark, db, obj)
+            if found.table_properties.get(MERGED_SOURCE_PROPERTY) != name or (what == "view") != (
+                found.table_type == "VIEW"
+            ):
+                raise ConfigError(
+                    f"{key}.{what}: {db}.{obj} exists and is not the merged {what} of {name}; name another; "
+                    "nothing was changed"
+                )
+            expected = [c.name.lower() for c in info.data_columns] + [n.lower() for n, _ in layout.merged_columns()]
+            if what == "table" and [c.name.lower() for c in found.data_columns] != expected:
+                raise OperationError(  # the view over both could not be altered: refused before any step
+                    f"{db}.{obj}: its columns differ from {name}'s (a column added to the source since?); add the "
+                    f"same columns to {db}.{obj}, in order, then retry; nothing was changed"
+                )
+    return MergeTargets(info, clock, layout, merged, view)
+
+
+def _create_targets(spark: SparkSession, targets: MergeTargets) -> TableInfo:
+    """The merged table (beside the source, same format) and the view over both, when missing."""
+    info, layout = targets.info, targets.layout
+    prop = f"TBLPROPERTIES ({sql_string(MERGED_SOURCE_PROPERTY)}={sql_string(info.qualified_name)})"
+    if not table_exists(spark, *targets.merged):
+        columns = [(c.name, c.type) for c in info.data_columns] + layout.merged_columns()
+        location = child(split_location(info.location or "")[0], targets.merged[1])
+        declared = ", ".join(f"{quote_identifier(n)} {t}" for n, t in columns)
+        spark.sql(
+            f"CREATE EXTERNAL TABLE {targets.union.merged} ({declared}) "
+            f"PARTITIONED BY ({', '.join(f'{quote_identifier(c)} STRING' for c, _ in layout.coarse)}) "
+            f"STORED AS {info.file_format.upper()} LOCATION {sql_string(location)} {prop}"
+        )
+    if not table_exists(spark, *targets.view):
+        spark.sql(f"CREATE VIEW {targets.view_sql} {prop} AS {targets.union.base()}")
+    return read_table(spark, *targets.merged)
+
+
+def _candidates(spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: datetime) -> list[FineCandidate]:
+    """Every partition of the source; the files of those whose period ended by `cutoff` (None: missing)."""
+    coarse_clock = targets.layout.coarse_clock
+    found = []
+    for unit in list_partitions(spark, targets.info):
+        spec = dict(unit.spec or {})
+        coarse = targets.layout.coarse_spec(targets.clock, spec)
+        end = coarse_clock.end(coarse) if coarse else None
+        files: dict[str, list[int]] | None = {}
+        if end is not None and end <= cutoff:
+            try:
+                files = {f.name: [f.size, f.modification_time] for f in storage.list_data_files(unit.location)}
+            except StorageError:
+                files = None
+        found.append(FineCandidate(unit.partition or "", spec, storage.qualify(unit.location), files))
+    return found
+
+
+def _plan(spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: datetime) -> MergePlan:
+    merged: set[str] = set()
+    if table_exists(spark, *targets.merged):
+        merged = {u.partition or "" for u in list_partitions(spark, read_table(spark, *targets.merged))}
+    union = targets.union
+    return plan_merge(
+        targets.info.qualified_name,
+        ".".join(targets.merged),
+        ".".join(targets.view),
+        targets.layout,
+        targets.clock,
+        _candidates(spark, storage, targets, cutoff),
+        merged,
+        cutoff,
+        lambda p: union.fits(p.spec, [f.spec for f in p.fine]),
+    )
+
+
+def _source(spark: SparkSession, targets: MergeTargets, period: MergePeriod) -> DataFrame | None:
+    """The planned files of the period's fine partitions, with their partition values, in the view's columns."""
+    from pyspark.sql import functions as F
+
+    info, schema, parts = targets.info, data_schema(targets.info), []
+    for fine in period.fine:
+        if fine.files:
+            df = read_files(spark, info, schema, [child(fine.location, name) for name in sorted(fine.files)])
+            values = [F.lit(fine.spec[c]).cast("string").alias(c) for c in info.partition_columns]
+            parts.append(df.select(*[F.col(quote_identifier(c)) for c in targets.layout.data_columns], *values))
+    return reduce(lambda a, b: a.unionByName(b), parts) if parts else None
+
+
+def _to_merged(df: DataFrame, layout: MergeLayout) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    kept = [F.col(quote_identifier(source)).alias(merged) for merged, source in layout.kept]
+    return df.select(*[F.col(quote_identifier(c)) for c in layout.data_columns], *kept)
+
+
+def _from_merged(df: DataFrame, layout: MergeLayout, spec: dict[str, str]) -> DataFrame:
+    """A copy's rows as the view shows them."""
+    from pyspark.sql import functions as F
+
+    kept = {source: merged for merged, source in layout.kept}
+    columns = []
+    for column in layout.view_columns:
+        if column in kept:
+            columns.append(F.col(quote_identifier(kept[column])).alias(column))
+        elif column in spec:
+            columns.append(F.lit(spec[column]).cast("string").alias(column))
+        else:
+            columns.append(F.col(quote_identifier(column)))
+    return df.select(*columns)
+
+
+def _write(spark: SparkSession, targets: MergeTargets, unit: UnitRecord, period: MergePeriod) -> Fingerprint:
+    """Copy the period's planned files into `unit.incoming`, verified: a UnitFailure when the copy differs."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    layout, fmt, label = targets.layout, targets.info.file_format, f"{targets.info.qualified_name} {period.partition}"
+    source = _source(spark, targets, period)
+    schema = StructType([*data_schema(targets.info).fields, *(StructField(n, StringType()) for n, _ in layout.kept)])
+    with job_description(spark, f"lakekeeper merge {label}: write"):
+        if source is None:  # its fine partitions hold no file: an empty merged partition
+            spark.createDataFrame([], schema).write.format(fmt).save(unit.incoming)
+            return Fingerprint(0, "0")
+        watched, observation = observed(source, f"merge-{unit.incoming}")
+        files = max(1, -(-period.bytes // TARGET_FILE_BYTES))
+        _to_merged(watched, layout).coalesce(files).write.format(fmt).save(unit.incoming)
+    before = from_observation(observation)
+    copy = _from_merged(spark.read.schema(schema).format(fmt).load(unit.incoming), layout, unit.spec or {})
+    with job_description(spark, f"lakekeeper merge {label}: verify"):
+        row = copy.agg(*aggregates(copy.schema)).collect()[0]
+    after = Fingerprint(int(row["rows"]), str(row["checksum"]))
+    if after != before:
+        raise UnitFailure(f"{label}: the copy differs from the planned files ({after} != {before}); nothing changed")
+    return before
+
+
+def _unit(
+    spark: SparkSession,
+    storage: Storage,
+    targets: MergeTargets,
+    merged: TableInfo,
+    period: MergePeriod,
+    run_id: str,
+    skip: bool,
+    settle: float,
+) -> UnitRecord | None:
+    """The period's journal unit, its fine partitions' identities taken now; None when one changed since."""
+    live = storage.qualify(child(merged.location or "", partition_name(period.spec)))
+    fine = []
+    for f in period.fine:
+        identity = partition_identity(spark, targets.info, f.spec)
+        if identity is None or storage.qualify(identity[0]).rstrip("/") != f.location.rstrip("/"):
+            return None
+        fine.append({"partition": f.partition, "spec": f.spec, "location": f.location, "files": f.files})
+        fine[-1]["identity"] = identity
+    union = targets.union
+    texts = {"base": union.base(), "pending": union.pending(period.spec)}
+    texts["switched"] = union.switched(period.spec, [f.spec for f in period.fine])
+    details = {"view": targets.view_sql, "texts": texts, "merged": list(targets.merged), "fine": fine}
+    details |= {"skip_trash": skip, "settle": settle, "files": period.files, "bytes": period.bytes}
+    return UnitRecord(period.partition, period.spec, live, sibling(live, "merge", run_id), "", [], details=details)
+
+
+def merge_table(
+    spark: SparkSession,
+    database: str,
+    table: str,
+    policies: TablePolicies,
+    older_than: str | None = None,
+    *,
+    dry_run: bool = False,
+    skip_trash: bool = False,
+    owner: str = "",
+    now: datetime | None = None,
+) -> MergeOutcome:
+    """Merge the periods of `database.table` older than `older_than` (else `merge.older_than`) into the merged
+    table; with `dry_run`, list them and change nothing."""
+    targets = merge_targets(spark, database, table, policies)
+    name = targets.info.qualified_name
+    cutoff = (now or utc_now()) - policy_age(older_than, policies.merge.older_than, "merge.older_than", name)
+    storage = Storage(spark)
+    plan = _plan(spark, storage, targets, cutoff)
+    refusals = trash_refusals(storage, targets.info) if plan.periods and not skip_trash else []
+    if dry_run:
+        return MergeOutcome(plan, True, plan.lines(dry_run=True) + [f"  REFUSED: {r}" for r in refusals])
+    if refusals:
+        raise OperationError(refusals[0])
+    run_id = new_run_id()
+    info = targets.info
+    with exclusive(spark, storage, info, run_id, owner) as lease:
+        wait_for_writers(storage, info.location, None, name)
+        merged = _create_targets(spark, targets)
+        plan = _plan(spark, storage, targets, cutoff)  # after recovery, under the lease
+        outcome = MergeOutcome(plan, False, plan.lines(dry_run=False))
+        units, periods = [], []
+        for period in plan.periods:
+            unit = _unit(spark, storage, targets, merged, period, run_id, skip_trash, policies.merge.settle_seconds)
+            if unit is None:
+                outcome.lines.append(f"  {period.partition}: a fine partition changed since the listing; left alone")
+            else:
+                units.append(unit)
+                periods.append(period)
+        if not units:
+            return outcome
+        journal = Journal.new(info.location, info.database, info.name, run_id, RunKind.MERGE, owner, units)
+        journal.fence = lease.ensure_held
+        journal.start(storage)
+        for i, period in enumerate(periods):
+            outcome.lines.append(_merge_period(spark, storage, targets, journal, i, period, outcome))
+        finish_merge(spark, storage, info, journal)
+    return outcome
+
+
+def _merge_period(
+    spark: SparkSession,
+    storage: Storage,
+    targets: MergeTargets,
+    journal: Journal,
+    i: int,
+    period: MergePeriod,
+    outcome: MergeOutcome,
+) -> str:
+    """Copy, verify and publish one period; a period that cannot be copied fails with nothing changed."""
+    unit = journal.units[i]
+    try:
+        if storage.exists(unit.live):
+            raise UnitFailure(f"{unit.live} exists already (not registered): move it away, then retry")
+        for fine in period.fine:
+            label = f"{targets.info.qualified_name} partition {fine.partition}"
+            wait_for_writers(storage, targets.info.location, fine.location, label)
+        written = _write(spark, targets, unit, period)
+    except UnitFailure as error:
+        storage.delete(unit.incoming)
+        journal.record(storage, UnitState.FAILED, i, error=str(error))
+        return f"  {period.partition}: not merged: {error}"
+    journal.record(storage, UnitState.WRITTEN, i, rows=written.rows, checksum=written.checksum)
+    kill_point(UnitState.WRITTEN)
+    cleared = publish(spark, storage, targets.info, journal, i)
+    outcome.merged.append(period.partition)
+    outcome.partitions += len(period.fine)
+    outcome.files += period.files
+    outcome.bytes += period.bytes
+    outcome.rows += written.rows
+    return f"  {period.partition}: merged {written.rows} rows ({'; '.join(cleared)})"

@@ -1,0 +1,174 @@
+"""Publishing one merged period, journaled: the steps after its copy is verified, and their recovery.
+
+A period's unit (`live`: the merged partition's directory, `incoming`: the verified copy beside it; `details`: the
+view, its three texts, the merged table and the planned fine partitions with their files) goes WRITTEN ->
+PENDING (view: the merged side hides the period; readers see no change) -> REGISTERED (the copy renamed into place
+and registered) -> SWITCHED (view: the period read from the merged table, its planned fine partitions hidden from
+the source side; one metastore call) -> CLEARED (the planned files moved away; a fine partition holding nothing
+else unregistered too) -> MERGED (view unfiltered again). After each view change that precedes a data change the
+run pauses `settle` seconds, so a query that read the view just before has listed its partitions.
+
+Recovery rolls a unit back before SWITCHED (view pending, merged partition unregistered, the copy removed, view
+unfiltered) and forward from SWITCHED (the same steps again: each is idempotent). At every step the view shows each
+row exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.faults import kill_point
+from lakekeeper_dagster.engine.fs.storage import Storage, split_location
+from lakekeeper_dagster.engine.hive.catalog import (
+    list_partitions,
+    partition_identity,
+    read_table,
+    unregister_partition,
+)
+from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause, sql_string
+from lakekeeper_dagster.engine.plan.retention import shares_location
+from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
+from lakekeeper_dagster.engine.protocol.writers import find_writers
+from lakekeeper_dagster.engine.statuses import TERMINAL, Recovery, RunStep, UnitState
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FORWARD = frozenset({UnitState.SWITCHED, UnitState.CLEARED})
+
+
+def set_view(spark: SparkSession, journal: Journal, unit: UnitRecord, state: str) -> None:
+    """Point the view at one of its texts (`base`, `pending`, `switched`): one `ALTER VIEW ... AS`."""
+    journal.fence(f"setting the view {unit.details['view']} {state}")
+    spark.sql(f"ALTER VIEW {unit.details['view']} AS {unit.details['texts'][state]}")
+
+
+def _settle(unit: UnitRecord) -> None:
+    time.sleep(float(unit.details.get("settle", 0)))
+
+
+def _merged(spark: SparkSession, unit: UnitRecord) -> TableInfo:
+    return read_table(spark, *unit.details["merged"])
+
+
+def _register(spark: SparkSession, storage: Storage, journal: Journal, i: int) -> None:
+    unit = journal.units[i]
+    merged = _merged(spark, unit)
+    journal.fence(f"installing {unit.live}")
+    storage.mkdirs(split_location(unit.live)[0])
+    storage.rename_strict(unit.incoming, unit.live)
+    spark.sql(f"ALTER TABLE {merged.sql_name} ADD {partition_clause(unit.spec or {})} LOCATION {sql_string(unit.live)}")
+    journal.record(storage, UnitState.REGISTERED, i)
+    kill_point(UnitState.REGISTERED)
+
+
+def _remove(storage: Storage, location: str, skip_trash: bool) -> None:
+    if skip_trash:
+        storage.delete(location)
+    elif not storage.move_to_trash(location):
+        raise OperationError(f"{location} could not be moved to the Trash; configure fs.trash.interval, then `recover`")
+
+
+def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, used: list[str], skip: bool) -> str:
+    """Move a planned fine partition's files away: unregistered when it holds nothing else and is still the partition
+    planned on (with its directory, unless shared or outside the table's), else only the planned files: a writer's
+    newer files, one at work (a subdirectory such as `_temporary`, an in-progress file) stay visible, registered."""
+    location, planned = fine["location"], fine["files"]
+    if not storage.exists(location):
+        return f"{fine['partition']}: already gone"
+    entries = storage.list_entries(location)
+    ours = {f.name: f for f in entries.files if planned.get(f.name) == [f.size, f.modification_time]}
+    others = [f.name for f in entries.files if f.name not in ours] + entries.directories  # `_temporary`: a writer
+    others += [w.path for w in find_writers(storage, info.location or "", location)]  # in-progress files
+    now = partition_identity(spark, info, fine["spec"])
+    if not others and (now is None or now == fine["identity"]):
+        if now is not None:
+            unregister_partition(spark, info, fine["spec"])
+        # its directory goes too when it lies inside the table's and no other partition uses it
+        table = storage.qualify(info.location or "").rstrip("/")
+        if location.startswith(table + "/") and not any(shares_location(location, other) for other in used):
+            _remove(storage, location, skip)
+            return f"{fine['partition']}: dropped"
+    for f in ours.values():
+        _remove(storage, f.path, skip)
+    kept = f"it stays with {len(others)} other(s)" if others else "unregistered, its directory left in place"
+    return f"{fine['partition']}: its {len(ours)} merged file(s) moved away; {kept}"
+
+
+def _clear(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
+    unit = journal.units[i]
+    planned = {f["partition"] for f in unit.details["fine"]}
+    used = [u.location for u in list_partitions(spark, info) if u.partition not in planned]
+    journal.fence(f"clearing the fine partitions of {unit.partition}")
+    done = [_clear_fine(spark, storage, info, f, used, unit.details["skip_trash"]) for f in unit.details["fine"]]
+    spark.catalog.refreshTable(info.sql_name)
+    journal.record(storage, UnitState.CLEARED, i)
+    kill_point(UnitState.CLEARED)
+    return done
+
+
+def _forward(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
+    """From SWITCHED on: the planned fine partitions cleared, the view unfiltered (MERGED)."""
+    unit = journal.units[i]
+    done = _clear(spark, storage, info, journal, i) if unit.state == UnitState.SWITCHED else []
+    set_view(spark, journal, unit, "base")
+    journal.record(storage, UnitState.MERGED, i)
+    kill_point(UnitState.MERGED)
+    return done
+
+
+def publish(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
+    """Publish a WRITTEN period: the merged partition in place, the view switched to it, the fine data gone."""
+    unit = journal.units[i]
+    journal.record(storage, UnitState.PENDING, i)
+    set_view(spark, journal, unit, "pending")
+    kill_point(UnitState.PENDING)
+    _settle(unit)
+    _register(spark, storage, journal, i)
+    set_view(spark, journal, unit, "switched")
+    journal.record(storage, UnitState.SWITCHED, i)
+    kill_point(UnitState.SWITCHED)
+    _settle(unit)
+    return _forward(spark, storage, info, journal, i)
+
+
+def roll_back(spark: SparkSession, storage: Storage, journal: Journal, i: int) -> None:
+    """Undo a period before SWITCHED: the merged side hides it, its partition and copy go, the view unfiltered."""
+    unit = journal.units[i]
+    if unit.state not in (UnitState.PLANNED, UnitState.WRITTEN):
+        set_view(spark, journal, unit, "pending")
+        _settle(unit)
+        merged = _merged(spark, unit)
+        now = partition_identity(spark, merged, unit.spec or {})
+        if now is not None and storage.qualify(now[0]).rstrip("/") == storage.qualify(unit.live).rstrip("/"):
+            unregister_partition(spark, merged, unit.spec or {})
+        if not storage.exists(unit.incoming):  # renamed into place by this run: the copy is ours
+            storage.delete(unit.live)
+        set_view(spark, journal, unit, "base")
+    storage.delete(unit.incoming)
+    journal.record(storage, UnitState.ROLLED_BACK, i)
+
+
+def finish_merge(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:
+    """Mark a merge run done, refresh the source's caches and remove its journal."""
+    journal.record(storage, RunStep.DONE)
+    spark.catalog.refreshTable(info.sql_name)
+    storage.delete(journal.directory)
+
+
+def recover_merge(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
+    """Roll each interrupted period back before its switch, forward from it."""
+    messages = []
+    for i, unit in enumerate(journal.units):
+        if unit.state in TERMINAL:
+            continue
+        if unit.state in FORWARD:
+            _forward(spark, storage, info, journal, i)
+            messages.append(f"{unit.label}: merged ({Recovery.ROLLED_FORWARD})")
+        else:
+            roll_back(spark, storage, journal, i)
+            messages.append(f"{unit.label}: merge undone, the source unchanged ({Recovery.ROLLED_BACK})")
+    finish_merge(spark, storage, info, journal)
+    return messages

@@ -1,0 +1,234 @@
+"""Merging fine partitions into coarse ones on real tables: flat and nested time columns, the union view exact
+before, during and after a run, the dry run, bad input, and kills at each journal step followed by `recover`."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.hive.catalog import list_partitions, read_table
+from lakekeeper_dagster.engine.ops.merge import merge_table
+from lakekeeper_dagster.engine.policies import TablePolicies
+from lakekeeper_dagster.engine.protocol.recovery import recover
+from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, run_cli, write_files
+
+NOW = datetime(2024, 6, 1)
+FLAT = [{"dt": d} for d in ("2019041316", "2019041317", "2019041400", "2024053123", "latest")]
+NESTED = [
+    {"year": y, "month": m, "day": d, "hour": h}
+    for y, m, d, h in [("2019", "04", "16", "19"), ("2019", "04", "17", "00"), ("2019", "05", "01", "00")]
+    + [("2024", "05", "31", "23")]
+]
+FLAT_MERGE = {"into": "%Y%m%d", "older_than": "90d", "view": "flat_all", "settle_seconds": 0.5}
+FLAT_POLICY = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge=FLAT_MERGE)
+NESTED_POLICY = TablePolicies(
+    partition_time={"year": "%Y", "month": "%m", "day": "%d", "hour": "%H"},
+    merge={"into": ["year", "month"], "older_than": "60d", "view": "nested_all", "settle_seconds": 0.5},
+)
+
+
+def view_rows(spark, view: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.table(view).collect())
+
+
+def view_figures(spark, view: str) -> tuple:
+    """Rows and a content checksum computed by the test itself (not the engine's fingerprint)."""
+    row = spark.sql(f"SELECT count(*), sum(hash(*)) FROM {view}").collect()[0]
+    return int(row[0]), int(row[1] or 0)
+
+
+def partitions(spark, database: str, name: str) -> list[str]:
+    return [u.partition for u in list_partitions(spark, read_table(spark, database, name))]
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+class Reader(threading.Thread):
+    """Polls the view while a merge runs: every answer (or error) is kept."""
+
+    def __init__(self, spark, view: str):
+        super().__init__(daemon=True)
+        self.spark, self.view, self.seen, self.stop = spark, view, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.seen.append(view_figures(self.spark, self.view))
+            except Exception as error:  # a query failing mid-merge is a finding, not a crash of the thread
+                self.seen.append(repr(error))
+            self.stop.wait(0.2)  # leave the 2 cores to the merge between polls
+
+
+def merged_while_read(spark, database: str, table: str, view: str, policy: TablePolicies, rows: list[tuple]):
+    """Run the merge with a reader polling the view; the view's figures are the source's every time."""
+    expected = view_figures(spark, view)
+    assert view_rows(spark, view) == rows
+    reader = Reader(spark, view)
+    reader.start()
+    try:
+        done = merge_table(spark, database, table, policy, skip_trash=True, now=NOW)
+    finally:
+        reader.stop.set()
+        reader.join(60)
+    assert len(reader.seen) >= 3 and set(reader.seen) == {expected}, [s for s in reader.seen if s != expected][:3]
+    assert view_rows(spark, view) == rows and view_figures(spark, view) == expected
+    return done
+
+
+def test_flat_hours_merge_into_days_with_the_view_exact_throughout(spark, database, data_dir):
+    root = data_dir / "flat"
+    table = make_table(spark, database, "flat", root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    before = (partitions(spark, database, "flat"), files_under(data_dir))
+    dry = merge_table(spark, database, "flat", FLAT_POLICY, dry_run=True, now=NOW)
+    assert (partitions(spark, database, "flat"), files_under(data_dir)) == before
+    assert not spark.catalog.tableExists(f"{database}.flat__merged")
+    text = "\n".join(dry.lines)
+    assert "3 of 5 partition(s) in 2 period(s)" in text and "would merge" in text
+    assert "MERGE dt=20190413 <- 2 partition(s), 4 files" in text and "MERGE dt=20190414 <- 1 partition(s)" in text
+    assert "UNTIMED dt=latest" in text and "2024" not in text.split("\n", 1)[1]
+
+    # a run with nothing old enough creates the merged table and the view: the source's rows
+    merge_table(spark, database, "flat", FLAT_POLICY, "365000d", skip_trash=True, now=NOW)  # nothing old enough
+    done = merged_while_read(spark, database, "flat", f"{database}.flat_all", FLAT_POLICY, rows)
+    assert done.merged == ["dt=20190413", "dt=20190414"] and done.partitions == 3 and done.rows == 30
+    assert done.files == 6 and done.bytes > 0
+    assert partitions(spark, database, "flat") == ["dt=2024053123", "dt=latest"]
+    assert partitions(spark, database, "flat__merged") == ["dt=20190413", "dt=20190414"]
+    assert sorted(p.name for p in root.iterdir()) == ["dt=2024053123", "dt=latest"]
+    merged = sorted(tuple(r) for r in spark.table(f"{database}.flat__merged").collect())  # id, v, n, dt__fine, dt
+    assert [r[:4] for r in merged] == [r for r in rows if r[3].startswith("2019")]  # the hours kept
+    assert all(r[4] == r[3][:8] for r in merged)
+    assert [c.name for c in spark.table(f"{database}.flat_all").schema] == ["id", "v", "n", "dt"]
+    assert hidden_dirs(data_dir) == [] and not any((data_dir / ".lakekeeper-flat" / "journal").iterdir())
+    assert "merged table of" in (read_table(spark, database, "flat__merged").unmanaged_reason() or "")
+    again = merge_table(spark, database, "flat", FLAT_POLICY, skip_trash=True, now=NOW)
+    assert again.merged == [] and view_rows(spark, f"{database}.flat_all") == rows
+
+
+def test_nested_hours_merge_into_months_with_the_view_exact_throughout(spark, database, data_dir):
+    root = data_dir / "nested"
+    table = make_table(spark, database, "nested", root, partitions=NESTED, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    merge_table(spark, database, "nested", NESTED_POLICY, "365000d", skip_trash=True, now=NOW)  # creates the view
+    done = merged_while_read(spark, database, "nested", f"{database}.nested_all", NESTED_POLICY, rows)
+    assert done.merged == ["year=2019/month=04", "year=2019/month=05"] and done.partitions == 3
+    assert partitions(spark, database, "nested") == ["year=2024/month=05/day=31/hour=23"]
+    assert partitions(spark, database, "nested__merged") == ["year=2019/month=04", "year=2019/month=05"]
+    merged = spark.table(f"{database}.nested__merged")
+    assert [c.name for c in merged.schema] == ["id", "v", "n", "day", "hour", "year", "month"]
+    in_view_order = sorted((*r[:3], r[5], r[6], r[3], r[4]) for r in merged.collect())
+    assert in_view_order == [r for r in rows if r[3] == "2019"]
+    assert hidden_dirs(data_dir) == []
+
+
+def test_a_late_partition_of_a_merged_period_is_shown_once_and_left_alone(spark, database, data_dir):
+    root = data_dir / "late"
+    table = make_table(spark, database, "late", root, partitions=FLAT[:3], files=1, rows=5)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "late_all"})
+    merge_table(spark, database, "late", policy, skip_trash=True, now=NOW)
+    spark.sql(f"INSERT INTO {table} PARTITION (dt='2019041318') VALUES (99, 'late', 1)")
+    rows = view_rows(spark, f"{database}.late_all")
+    assert (99, "late", 1, "2019041318") in rows and len(rows) == 16
+    again = merge_table(spark, database, "late", policy, skip_trash=True, now=NOW)
+    assert again.merged == [] and "KEEP dt=20190413 <- 1 partition(s)" in "\n".join(again.lines)
+    assert "late: the merged table already holds this period" in "\n".join(again.lines)
+    assert view_rows(spark, f"{database}.late_all") == rows and partitions(spark, database, "late") == ["dt=2019041318"]
+
+
+def test_a_file_written_into_a_fine_partition_during_the_merge_stays_visible(spark, database, data_dir, monkeypatch):
+    """A writer adds a file to a planned fine partition while its period is merged: only the planned files move
+    away; the partition stays registered with the new file, shown once by the view."""
+    root = data_dir / "wm"
+    make_table(spark, database, "wm", root, partitions=FLAT[:3], files=1, rows=5)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wm_all"})
+    merge_table(spark, database, "wm", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
+    rows = view_rows(spark, f"{database}.wm_all")
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@switched:6")
+    run = threading.Thread(
+        target=merge_table, args=(spark, database, "wm", policy), kwargs={"skip_trash": True, "now": NOW}
+    )
+    run.start()
+    while "dt=20190413" not in partitions(spark, database, "wm__merged"):  # planned, copied: now write
+        time.sleep(0.2)
+    write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
+    run.join(300)
+    added = [(i, f"v{i}", i % 7, "2019041316") for i in range(1000, 1003)]
+    assert view_rows(spark, f"{database}.wm_all") == sorted(rows + added)
+    assert partitions(spark, database, "wm") == ["dt=2019041316"] and len(data_files(root / "dt=2019041316")) == 1
+    assert partitions(spark, database, "wm__merged") == ["dt=20190413", "dt=20190414"]
+
+
+BAD = [
+    ({"merge": FLAT_MERGE}, "partition_time"),
+    ({"merge": {**FLAT_MERGE, "into": None}}, "merge.into"),
+    ({"merge": {**FLAT_MERGE, "into": "%Y%m%d%H"}}, "merge.into"),  # not coarser
+    ({"merge": {**FLAT_MERGE, "into": ["dt"]}}, "merge.into"),  # every partition column
+    ({"merge": {**FLAT_MERGE, "into": "%d"}}, "merge.into"),  # no year
+    ({"merge": {**FLAT_MERGE, "view": None}}, "merge.view"),
+    ({"merge": {**FLAT_MERGE, "view": "taken"}}, "merge.view"),  # a table, not our view
+    ({"merge": {**FLAT_MERGE, "older_than": None}}, "merge.older_than"),
+]
+
+
+def test_bad_input_is_refused_naming_the_key_and_nothing_changes(spark, database, data_dir):
+    table = make_table(spark, database, "bad", data_dir / "bad", partitions=FLAT[:3], files=1, rows=5)
+    spark.sql(f"CREATE TABLE {database}.taken (x INT)")  # a table named like the view: never replaced
+    before = (partitions(spark, database, "bad"), files_under(data_dir), spark.catalog.listTables(database))
+    for settings, key in BAD:
+        policy = TablePolicies(
+            **({"partition_time": {"dt": "%Y%m%d%H"}} if key != "partition_time" else {}), **settings
+        )
+        with pytest.raises(ConfigError, match=f"table_overrides.{table}.{key}"):
+            merge_table(spark, database, "bad", policy, skip_trash=True, now=NOW)
+    assert (partitions(spark, database, "bad"), files_under(data_dir), spark.catalog.listTables(database)) == before
+
+
+def test_a_time_column_that_is_not_a_string_is_refused(spark, database, data_dir):
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {database}.num (id BIGINT) PARTITIONED BY (dt INT) STORED AS PARQUET "
+        f"LOCATION '{(data_dir / 'num').as_uri()}'"
+    )
+    spark.sql(f"INSERT INTO {database}.num PARTITION (dt=2019041316) VALUES (1)")
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge=FLAT_MERGE)
+    with pytest.raises(ConfigError, match=rf"table_overrides.{database}.num.partition_time: .*STRING.*dt \(int\)"):
+        merge_table(spark, database, "num", policy, skip_trash=True, now=NOW)
+    assert partitions(spark, database, "num") == ["dt=2019041316"] and len(spark.catalog.listTables(database)) == 1
+
+
+KILL_POINTS = ["written", "pending", "registered", "record_written:switched", "switched", "cleared"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, database, data_dir, tmp_path, point):
+    """The first period's merge is killed at `point`; `recover` rolls it back before the switch and forward from
+    it: the view shows every row once, no hidden directory is left, and a new run merges what is left."""
+    root = data_dir / "km"
+    table = make_table(spark, database, "km", root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "km_all", "settle_seconds": 0}}
+    policy["merge"]["older_than"] = "1000d"  # the 2019 periods, now or at NOW
+    config = {"table_overrides": {table: policy}}
+    args = ["merge", "--table", table, "--skip-trash"]
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    messages = recover(spark, [(database, "km")])
+    forward = point in ("switched", "cleared")
+    assert ("rolled forward" if forward else "rolled back") in messages[0], messages
+    assert view_rows(spark, f"{database}.km_all") == rows
+    assert hidden_dirs(data_dir) == [] and not any((data_dir / ".lakekeeper-km" / "journal").iterdir())
+    merged = ["dt=20190413"] if forward else []
+    assert partitions(spark, database, "km__merged") == merged
+    done = merge_table(spark, database, "km", TablePolicies(**policy), skip_trash=True, now=NOW)
+    assert done.merged == [p for p in ["dt=20190413", "dt=20190414"] if p not in merged]
+    assert view_rows(spark, f"{database}.km_all") == rows
+    assert partitions(spark, database, "km") == ["dt=2024053123", "dt=latest"]
