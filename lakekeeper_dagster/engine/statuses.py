@@ -25,6 +25,17 @@ class RunKind(Vocabulary):
     RETENTION = "retention"  # drop old partitions: metastore entry, then data (to the Trash)
 
 
+class Operation(Vocabulary):
+    """What a history record says was done (`protocol/history.py`): a run's kind, or what it served."""
+
+    COMPACT = "compact"
+    ARCHIVE = "archive"  # a compaction run recompressing archive-aged partitions
+    ROLLBACK = "rollback"
+    RETENTION = "retention"
+    RECOVER = "recover"  # an interrupted run finished or undone by recovery
+    CLEANUP = "cleanup"
+
+
 class RunStep(Vocabulary):
     """Journal records about the run as a whole."""
 

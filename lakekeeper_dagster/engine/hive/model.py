@@ -19,6 +19,7 @@ FORMATS_BY_SERDE = {
 }
 SUPPORTED_FORMATS = ("parquet", "orc", "avro", "text")
 BACKUP_SOURCE_PROPERTY = "lakekeeper.backup.source"
+HISTORY_PROPERTY = "lakekeeper.history"  # marks the history table (`hive/history_table.py`): never managed
 
 
 def escape_partition_value(value: str | None) -> str:
@@ -210,6 +211,8 @@ class TableInfo:
             return "view (no data files of its own)"
         if BACKUP_SOURCE_PROPERTY in self.table_properties:
             return f"lakekeeper backup of {self.table_properties[BACKUP_SOURCE_PROPERTY]} (roll back or clean it up)"
+        if HISTORY_PROPERTY in self.table_properties:
+            return "lakekeeper's operation history (every run appends to it; not managed as a source)"
         if self.table_format:
             return f"{self.table_format} table (it manages its own files; use its own compaction)"
         if self.transactional:
