@@ -13,6 +13,7 @@ from pyspark.errors import PySparkException
 
 from lakekeeper_dagster.cli_archive import add_archive_parser, dry_run_notes
 from lakekeeper_dagster.cli_cluster import add_cluster_parser
+from lakekeeper_dagster.cli_history import add_history_parser
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.cli_retention import add_retention_parser
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
@@ -28,6 +29,7 @@ from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.plan.report import render_report
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
+from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from spark_resources.errors import MetastoreError, ResourceError
@@ -344,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     _table_args(recover)
     recover.set_defaults(func=cmd_recover)
     add_retention_parser(sub, open_spark)
+    add_history_parser(sub, open_spark)
 
     demo = sub.add_parser("demo", help="demo tables of the Lakekeeper runbook")
     demo.add_argument("action", choices=["create", "run"], help="create the tables, or run the main job (Dagster)")
@@ -377,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
         logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("py4j").setLevel(logging.WARNING)
-        return args.func(args, config)
+        with recorded(config.history_sink()):  # every run appends its history
+            return args.func(args, config)
     except BAD_INPUT as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
