@@ -7,6 +7,7 @@ from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.model import TableInfo, validated_name, validated_partition
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import UnitResult
+from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import UnitStatus
@@ -14,6 +15,7 @@ from lakekeeper_dagster.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.figures import (
     checksum_check_metadata,
     files_check_metadata,
+    history_metadata,
     rows_check_metadata,
     unit_metadata,
 )
@@ -123,7 +125,7 @@ def build_table_asset(
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
         check_config(config, info)
         keys = run_units(context, config, info) if spec.partitions_def else None
-        with engine_failures():  # each step of each partition on the run's log as it happens: the run page moves
+        with engine_failures(), recorded(settings.history_sink(context.run_id)):  # each step on the run's log
             options = settings.compaction_options(  # a table's bad archive policy fails the run with its key
                 info.database,
                 info.name,
@@ -138,7 +140,8 @@ def build_table_asset(
             )
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
-        yield dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))
+        metadata = unit_metadata(results) | history_metadata(settings.history.table, results)
+        yield dg.MaterializeResult(metadata=metadata, check_results=check_results(key, results))
         fail_on_failed_units(results, f"unit(s) of {info.qualified_name} failed")  # the sensor backs them off
 
     return _compact
