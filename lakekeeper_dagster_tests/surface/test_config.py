@@ -130,6 +130,7 @@ def test_every_key_is_described_and_in_the_template():
         "TableOverride",
         "RetentionPolicy",
         "ArchivePolicy",
+        "HistorySettings",
     }
     template = config_template()
     for model in models:
