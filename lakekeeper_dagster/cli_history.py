@@ -1,5 +1,6 @@
 """`lakekeeper-dagster history [--table D.T] [--since 7d] [--run RUN] [--json]`: the records every operation appended
-to the history table (`history.table`), oldest first; records a failed write left pending are written first."""
+to the history table (`history.table`), oldest first; records a failed write left pending are written first.
+`lakekeeper-dagster diff --table D.T [--run RUN] [--verify] [--json]`: what that run changed per partition."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.ops.cleanup import parse_duration
+from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 from lakekeeper_dagster.engine.protocol.history import flush, iso_utc
 
@@ -61,11 +63,27 @@ def cmd_history(args: argparse.Namespace, config: LakekeeperConfig, open_spark: 
     return 0
 
 
+def cmd_diff(args: argparse.Namespace, config: LakekeeperConfig, open_spark: Callable) -> int:
+    database, table = split_table_name(args.table, "--table")
+    spark = open_spark(config)
+    sink = config.history_sink()
+    flush(spark, Storage(spark), sink)
+    diff = diff_run(spark, sink.table, database, table, args.run, verify=args.verify)
+    print(json.dumps(diff.to_dict(), indent=2) if args.json else render_diff(diff))
+    return 1 if args.verify and any(u.verified is False for u in diff.units) else 0
+
+
 def add_history_parser(sub: argparse._SubParsersAction, open_spark: Callable) -> None:
-    """The `history` subcommand; `open_spark` is the CLI's session opener (it checks the metastore first)."""
+    """The `history` and `diff` subcommands; `open_spark` is the CLI's session opener (checks the metastore)."""
     parser = sub.add_parser("history", help="what every operation did, per partition (the history table)")
     parser.add_argument("--table", help="only the records of DB.TABLE")
     parser.add_argument("--since", help="only runs started this recently: 7d, 12h, 30m")
     parser.add_argument("--run", help="only the records of this run id")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=lambda args, config: cmd_history(args, config, open_spark))
+    diff = sub.add_parser("diff", help="what a compaction or archive run changed, per partition")
+    diff.add_argument("--table", required=True, help="DB.TABLE")
+    diff.add_argument("--run", help="this run id (default: the table's most recent compaction or archive)")
+    diff.add_argument("--verify", action="store_true", help="re-count rows and checksums of both sides (reads data)")
+    diff.add_argument("--json", action="store_true", help="machine-readable output")
+    diff.set_defaults(func=lambda args, config: cmd_diff(args, config, open_spark))

@@ -12,6 +12,7 @@ from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.protocol.history import HistorySink, recorded
 from lakekeeper_dagster.engine.rewrite.fingerprint import aggregates
@@ -110,3 +111,25 @@ def test_the_history_table_is_never_managed(spark, database, data_dir, sink, his
     assert "operation history" in read_table(spark, history_db, "history").skip_reason()
     with pytest.raises(OperationError, match="operation history"):
         compact_table(spark, history_db, "history", OPTIONS)
+
+
+def test_diff_after_a_compaction_shows_the_files_and_with_verify_equal_content(
+    spark, database, data_dir, sink, history_db
+):
+    make_table(spark, database, "df", data_dir, partitions=DATES[:1], files=3, codec="snappy")
+    with recorded(sink):
+        (result,) = compact_table(spark, database, "df", OPTIONS)
+    diff = diff_run(spark, sink.table, database, "df")
+    (unit,) = diff.units
+    assert (diff.run_id, diff.operation) == (result.run_id, "compact")
+    assert unit.location_unchanged and unit.partition == "date=2024-01-01"
+    assert (unit.files_before, unit.files_after, unit.bytes_after) == (3, 1, result.bytes_after)
+    assert unit.codecs_before == unit.codecs_after == ("SNAPPY",) and unit.schema_unchanged
+    assert (unit.rows_before, unit.checksum_before) == (result.rows_before, result.checksum_before)
+    assert (
+        unit.backup_table == f"{database}.{result.backup_table}" and Path(unit.originals.removeprefix("file:")).is_dir()
+    )
+    assert unit.verified is None  # no data read
+    assert diff_run(spark, sink.table, database, "df", verify=True).units[0].verified is True
+    table = render_diff(diff)
+    assert "| date=2024-01-01 | unchanged " in table and "| 3 -> 1 |" in table and "| equal |" in table
