@@ -17,7 +17,13 @@ from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.ops.cleanup import parse_duration
 from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
-from lakekeeper_dagster.engine.protocol.history import flush, iso_utc
+from lakekeeper_dagster.engine.protocol.history import flush, iso_utc, recorded
+
+
+def recorded_run(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    """Run the command, every run it finishes recorded in the history (`history.*`)."""
+    with recorded(config.history_sink()):
+        return args.func(args, config)
 
 
 def _pair(before: Any, after: Any, show: Callable[[Any], str] = str) -> str:

@@ -1,5 +1,5 @@
-"""`lakekeeper-dagster history` on a real metastore: the CLI's runs append their records, filtered by table, age
-and run, as JSON or lines."""
+"""`lakekeeper-dagster history` and `diff` on a real metastore: the CLI's runs append their records, filtered by
+table, age and run, as JSON or lines; the diff of the compaction, re-counted with --verify."""
 
 from __future__ import annotations
 
@@ -42,5 +42,11 @@ def test_history_lists_the_cli_runs_by_table_and_age(spark, metastore, database,
         assert len(lines) == 1 and f"{compacted['run_id']} compact {table} date=2024-01-01: committed" in lines[0]
         assert "files 4 -> 1" in lines[0] and "checksum equal" in lines[0]
         assert not list((tmp_path / "pending").glob("*.jsonl"))
+
+        diff = run_cli(["diff", "--table", table, "--verify"], tmp_path, metastore.uri, config=config)
+        assert diff.returncode == 0, diff.stderr[-3000:]
+        assert f"{table}: run {compacted['run_id']} (compact)" in diff.stdout
+        assert "| date=2024-01-01 | unchanged " in diff.stdout and "| 4 -> 1 |" in diff.stdout
+        assert "| equal | equal |" in diff.stdout  # checksum recorded equal, and re-counted equal
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS `{database}_h` CASCADE")
