@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from lakekeeper_dagster.assets import DIFF
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.history_table import read_rows
@@ -35,5 +36,7 @@ def test_a_materialization_links_its_history_records(spark, metastore, database,
             result.run_id, "compact", "committed",
         )  # fmt: skip
         assert (record["files_before"], record["files_after"], record["rows_before"]) == (3, 1, 200)
+        assert f"run {record['run_id']} (compact)" in metadata[DIFF]
+        assert "| date=2024-01-01 | unchanged " in metadata[DIFF] and "| 3 -> 1 |" in metadata[DIFF]
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS `{database}_h` CASCADE")
