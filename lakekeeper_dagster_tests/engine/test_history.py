@@ -3,6 +3,7 @@ that fails never fails the operation, and its records arrive with the next run."
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
+from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
+from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.history import HistorySink, recorded
 from lakekeeper_dagster.engine.rewrite.fingerprint import aggregates
 from lakekeeper_dagster.engine.rewrite.schema import data_schema
@@ -133,3 +136,26 @@ def test_diff_after_a_compaction_shows_the_files_and_with_verify_equal_content(
     assert diff_run(spark, sink.table, database, "df", verify=True).units[0].verified is True
     table = render_diff(diff)
     assert "| date=2024-01-01 | unchanged " in table and "| 3 -> 1 |" in table and "| equal |" in table
+
+
+def test_retention_records_each_dropped_partition_with_its_files(spark, database, data_dir, sink, history_db):
+    old, new = {"dt": "2019041316"}, {"dt": "2024053123"}
+    table = make_table(spark, database, "ret", data_dir, partitions=[old, new], files=2, rows=10)
+    size = sum(p.stat().st_size for p in data_files(data_dir / "dt=2019041316"))
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, retention={"older_than": "90d"})
+    with recorded(sink):
+        outcome = retain_table(spark, database, "ret", policy, skip_trash=True, now=datetime(2024, 6, 1))
+    assert outcome.dropped == ["dt=2019041316"]
+    (record,) = read_rows(spark, history_db, "history", source=table)
+    assert (record["operation"], record["partition_name"], record["status"]) == (
+        "retention",
+        "dt=2019041316",
+        "dropped",
+    )
+    assert (record["files_before"], record["bytes_before"], record["files_after"], record["bytes_after"]) == (
+        2,
+        size,
+        0,
+        0,
+    )
+    assert record["reason"] == "deleted" and record["backup_table"] is None
