@@ -18,10 +18,11 @@ from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.history import HistorySink, recorded
+from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.engine.rewrite.fingerprint import aggregates
 from lakekeeper_dagster.engine.rewrite.schema import data_schema
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, make_table
+from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, make_table, run_cli
 
 
 def fingerprint(spark, database: str, table: str, directory: Path) -> tuple[int, str]:
@@ -159,3 +160,22 @@ def test_retention_records_each_dropped_partition_with_its_files(spark, database
         0,
     )
     assert record["reason"] == "deleted" and record["backup_table"] is None
+
+
+def test_a_run_recovery_finishes_is_recorded_as_recover(
+    spark, metastore, database, data_dir, tmp_path, sink, history_db
+):
+    table = make_table(spark, database, "rc", data_dir, partitions=DATES[:1], files=3)
+    before = fingerprint(spark, database, "rc", data_dir / "date=2024-01-01")
+    crashed = run_cli(["compact", "--table", table], tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@swapping"})
+    assert crashed.returncode != 0
+    with recorded(sink):
+        assert recover(spark, [(database, "rc")])
+    (record,) = read_rows(spark, history_db, "history", source=table)
+    assert (record["operation"], record["status"], record["files_before"], record["files_after"]) == (
+        "recover", "committed", 3, 1,
+    )  # fmt: skip
+    assert (
+        (record["rows_before"], record["checksum_before"]) == before == (record["rows_after"], record["checksum_after"])
+    )
+    assert fingerprint(spark, database, "rc", data_dir / "date=2024-01-01") == before

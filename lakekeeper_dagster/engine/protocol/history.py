@@ -200,7 +200,10 @@ def record(spark: SparkSession, storage: Storage, records: Sequence[HistoryRecor
         except Exception:
             log.exception("history: records lost: %s", json.dumps([r.row() for r in stamped]))
         return
-    flush(spark, storage, sink)
+    try:
+        flush(spark, storage, sink)
+    except OSError:  # the pending directory itself: its records stay there
+        log.exception("history: cannot flush the pending records in %s", sink.pending_dir)
 
 
 def _spool(directory: Path, records: Sequence[HistoryRecord]) -> None:
@@ -253,15 +256,16 @@ def flush(spark: SparkSession, storage: Storage, sink: HistorySink) -> int:
         claimed.append((path, mine))
     if not claimed:
         return 0
-    rows = [json.loads(line) for _, mine in claimed for line in mine.read_text(encoding="utf-8").splitlines()]
+    rows: list[dict] = []
     try:
+        rows = [json.loads(line) for _, mine in claimed for line in mine.read_text(encoding="utf-8").splitlines()]
         _append(spark, storage, sink.table, rows)
     except Exception as error:
         for path, mine in claimed:
             os.replace(mine, path)
         log.warning(
-            "history: %d record(s) could not be written to %s (%s); kept in %s, written at the next run",
-            len(rows), sink.table, java_cause(error), directory,
+            "history: %d pending file(s) (%d record(s)) could not be written to %s (%s); kept in %s, written at the "
+            "next run", len(claimed), len(rows), sink.table, java_cause(error), directory,
         )  # fmt: skip
         return 0
     for _, mine in claimed:
