@@ -20,6 +20,8 @@ demo: venv
 	$(CLI) analyze --database $(DEMO_DB)
 	$(CLI) demo run --database $(DEMO_DB)
 	$(CLI) analyze --database $(DEMO_DB)
+	$(CLI) history --since 1d
+	for table in lakekeeper_flat lakekeeper_events lakekeeper_events_2p; do $(CLI) diff --table $(DEMO_DB).$$table || exit 1; done
 
 # The second pytest runs the tests marked `cluster` again with Spark on a standalone cluster the suite starts (a Master
 # and two Workers from pyspark's jars; the driver in the test process, as in YARN client mode); it fails if the

@@ -6,14 +6,17 @@ from pydantic import Field
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.model import TableInfo, validated_name, validated_partition
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.ops.options import UnitResult
+from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from lakekeeper_dagster.failures import engine_failures, fail_on_failed_units
+from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_on_failed_units
 from lakekeeper_dagster.figures import (
     checksum_check_metadata,
     files_check_metadata,
+    history_metadata,
     rows_check_metadata,
     unit_metadata,
 )
@@ -25,6 +28,7 @@ ROW_COUNT = "row_count_preserved"
 CHECKSUM = "content_checksum_matches"
 WITHIN_TARGET = "files_within_target"
 FORCE_TAG = "lakekeeper/force"
+DIFF = "diff"  # the run's diff per partition, a Markdown table (`lakekeeper-dagster diff`)
 
 
 class CompactConfig(dg.Config):
@@ -102,6 +106,22 @@ def run_units(context: dg.AssetExecutionContext, config: CompactConfig, info: Ta
     return [k for k in keys if k in wanted]
 
 
+def diff_metadata(
+    context: dg.AssetExecutionContext, spark, settings: LakekeeperConfig, info: TableInfo, results: list[UnitResult]
+) -> dict:
+    """The run's diff (`engine/ops/diff.py`) as a Markdown table, when it committed a unit; none (with a warning)
+    when its history records are not written yet (a failed history write: they come with the next run)."""
+    run = next((r.run_id for r in results if r.status == UnitStatus.COMPACTED and r.run_id), None)
+    if run is None:
+        return {}
+    try:
+        diff = diff_run(spark, settings.history.table, info.database, info.name, run)
+    except ENGINE_ERRORS as error:
+        context.log.warning(f"no diff of run {run}: {error}")
+        return {}
+    return {DIFF: dg.MetadataValue.md(render_diff(diff))}
+
+
 def build_table_asset(
     info: TableInfo, settings: LakekeeperConfig, translator: HiveTableTranslator
 ) -> dg.AssetsDefinition:
@@ -123,7 +143,7 @@ def build_table_asset(
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
         check_config(config, info)
         keys = run_units(context, config, info) if spec.partitions_def else None
-        with engine_failures():  # each step of each partition on the run's log as it happens: the run page moves
+        with engine_failures(), recorded(settings.history_sink(context.run_id)):  # each step on the run's log
             options = settings.compaction_options(  # a table's bad archive policy fails the run with its key
                 info.database,
                 info.name,
@@ -138,7 +158,9 @@ def build_table_asset(
             )
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
-        yield dg.MaterializeResult(metadata=unit_metadata(results), check_results=check_results(key, results))
+        metadata = unit_metadata(results) | history_metadata(settings.history.table, results)
+        metadata |= diff_metadata(context, spark.spark_session, settings, info, results)
+        yield dg.MaterializeResult(metadata=metadata, check_results=check_results(key, results))
         fail_on_failed_units(results, f"unit(s) of {info.qualified_name} failed")  # the sensor backs them off
 
     return _compact

@@ -13,6 +13,7 @@ from pyspark.errors import PySparkException
 
 from lakekeeper_dagster.cli_archive import add_archive_parser, dry_run_notes
 from lakekeeper_dagster.cli_cluster import add_cluster_parser
+from lakekeeper_dagster.cli_history import add_history_parser, recorded_run
 from lakekeeper_dagster.cli_merge import add_partition_parsers
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
@@ -344,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     _table_args(recover)
     recover.set_defaults(func=cmd_recover)
     add_partition_parsers(sub, open_spark)
+    add_history_parser(sub, open_spark)
 
     demo = sub.add_parser("demo", help="demo tables of the Lakekeeper runbook")
     demo.add_argument("action", choices=["create", "run"], help="create the tables, or run the main job (Dagster)")
@@ -356,18 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> LakekeeperConfig:
     """The file's config with the flags that were actually given layered on top."""
     config = load_config(args.config_file)
-    overrides = {
-        key: getattr(args, key, None)
-        for key in (
-            "block_size_mb",
-            "compaction_ratio_threshold",
-            "size_statistic",
-            "log_level",
-            "dry_run",
-            "analyze_after_compaction",
-        )
-    }
-    return with_overrides(config, **overrides)
+    keys = "block_size_mb compaction_ratio_threshold size_statistic log_level dry_run analyze_after_compaction"
+    return with_overrides(config, **{key: getattr(args, key, None) for key in keys.split()})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
         logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("py4j").setLevel(logging.WARNING)
-        return args.func(args, config)
+        return recorded_run(args, config)  # every run the command finishes appends its history
     except BAD_INPUT as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

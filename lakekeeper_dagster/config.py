@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.ops.options import ArchiveRule, CompactionOptions
 from lakekeeper_dagster.engine.policies import TablePolicies
+from lakekeeper_dagster.engine.protocol.history import HistorySink
 from lakekeeper_dagster.engine.settings import EngineSettings, StrictModel
 from spark_resources.session import hive_spark_conf
 from spark_resources.settings import MetastoreSettings, SparkSubmitSettings
@@ -104,6 +105,11 @@ class LakekeeperConfig(EngineSettings):
     def spark_conf(self, app_name: str = "lakekeeper-dagster") -> dict[str, str]:
         """Spark conf for a Hive-enabled session against the configured metastore."""
         return hive_spark_conf(self.spark_submit, self.metastore.uri, self.metastore.resolved_warehouse_dir(), app_name)
+
+    def history_sink(self, dagster_run_id: str | None = None) -> HistorySink:
+        """Where the history of a run goes (`history.*`), naming the Dagster run when there is one."""
+        pending = self.history.pending_dir or Path(self.metastore.home) / "history-pending"
+        return HistorySink(self.history.table, Path(pending), dagster_run_id)
 
     def min_files_for(self, database: str, table: str) -> int:
         """The sensor's file-count threshold for a table: its override, else `sensor.min_files`."""

@@ -26,7 +26,11 @@ ROW_COUNT_METADATA = "dagster/row_count"  # Dagster's documented key (its TableM
 PER_PARTITION = "per_partition"  # the table of a run over several partitions
 SUMMARY = "summary"
 STATE = "lakekeeper/state"  # what Dagster's record of a partition stands for: existing (registered), or a run's outcome
-TABLE_LABEL = "(table)"  # the unit of an unpartitioned table
+TABLE_LABEL = "(table)"
+HISTORY_TABLE = "lakekeeper/history_table"  # where every run's records are (`lakekeeper-dagster history`)
+HISTORY_RUNS = (
+    "lakekeeper/run_ids"  # the run ids of this materialization's records in it  # the unit of an unpartitioned table
+)
 
 
 def label(result: UnitResult) -> str:
@@ -136,6 +140,12 @@ def run_state(results: Sequence[UnitResult]) -> str:
         return str(results[0].status).lower()
     counts = {str(s).lower(): sum(r.status == s for r in results) for s in UnitStatus}
     return ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+
+
+def history_metadata(table: str, results: Sequence[UnitResult]) -> dict[str, Any]:
+    """Where the run's history records are: the history table and the run id(s) its records carry."""
+    runs = sorted({r.run_id for r in results if r.run_id})
+    return {HISTORY_TABLE: table, HISTORY_RUNS: dg.MetadataValue.json(runs)} if runs else {HISTORY_TABLE: table}
 
 
 def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.plan.report import render_report
+from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.failures import engine_failures
 from lakekeeper_dagster.location_state import (
@@ -169,7 +170,7 @@ def build_jobs(
     @dg.op
     def rollback(context: dg.OpExecutionContext, config: RollbackConfig, spark: HiveSparkResource) -> None:
         """Restore the pre-compaction files from a backup (appended files are kept)."""
-        with engine_failures():
+        with engine_failures(), recorded(settings.history_sink(context.run_id)):
             database, table, partition, backup = config.target()
             lines = rollback_table(
                 spark.spark_session,
@@ -187,7 +188,7 @@ def build_jobs(
     def cleanup(context: dg.OpExecutionContext, config: CleanupConfig, spark: HiveSparkResource) -> None:
         """Delete the originals kept by backups and drop them (irreversible); lists them only unless dry_run is
         false, and then only with older_than or delete_all_backups."""
-        with engine_failures():
+        with engine_failures(), recorded(settings.history_sink(context.run_id)):
             older = config.older_than_seconds()
             named = config.database is not None or config.table is not None
             databases = [config.database] if named else settings.tables.databases
@@ -208,7 +209,7 @@ def build_jobs(
     @dg.op(name="recover")
     def recover_op(context: dg.OpExecutionContext, config: RecoverConfig, spark: HiveSparkResource) -> None:
         """Finish or undo compactions and rollbacks a crash interrupted."""
-        with engine_failures():
+        with engine_failures(), recorded(settings.history_sink(context.run_id)):
             database, tables = config.selection()
             session = spark.spark_session
             pairs = resolve_tables(session, settings.tables, database, tables)

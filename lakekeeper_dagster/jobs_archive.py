@@ -17,9 +17,10 @@ from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
 from lakekeeper_dagster.engine.ops.archive import archive_table, plan_archive
 from lakekeeper_dagster.engine.ops.options import ArchiveRule, UnitResult
+from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.failures import engine_failures, fail_on_failed_units
-from lakekeeper_dagster.figures import unit_metadata
+from lakekeeper_dagster.figures import history_metadata, unit_metadata
 from lakekeeper_dagster.policy_schedules import policy_schedule
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
@@ -92,7 +93,7 @@ def build_archive_job(
     def archive(context: dg.OpExecutionContext, config: ArchiveConfig, spark: HiveSparkResource) -> None:
         """Recompress the table's partitions older than the age with the archive codec (compacting them), or, as a
         dry run, list them with their end, files, bytes and codecs."""
-        with engine_failures():
+        with engine_failures(), recorded(settings.history_sink(context.run_id)):
             database, table, rule = config.rule(settings)
             session = spark.spark_session
             if config.dry_run:
@@ -115,7 +116,7 @@ def build_archive_job(
             )
         for result in results:
             context.log.info(f"{result.partition}: {result.status}: {result.reason}")
-        context.add_output_metadata(archive_metadata(results, rule))
+        context.add_output_metadata(archive_metadata(results, rule) | history_metadata(settings.history.table, results))
         key = keys.get(f"{database}.{table}")
         if key is not None:
             _record(context, key, results, rule)

@@ -11,6 +11,7 @@ from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
 from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import policy_age
+from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables
 from lakekeeper_dagster.policy_schedules import policy_schedule
 from spark_resources.resource import HiveSparkResource
@@ -65,17 +66,18 @@ def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
         for database, table in targets:
             name = f"{database}.{table}"
             try:
-                outcome = retain_table(
-                    spark.spark_session,
-                    database,
-                    table,
-                    settings.policies_for(database, table),
-                    config.older_than,
-                    dry_run=config.dry_run,
-                    force=config.force,
-                    skip_trash=config.skip_trash,
-                    owner=run_owner(context.run_id),
-                )
+                with recorded(settings.history_sink(context.run_id)):
+                    outcome = retain_table(
+                        spark.spark_session,
+                        database,
+                        table,
+                        settings.policies_for(database, table),
+                        config.older_than,
+                        dry_run=config.dry_run,
+                        force=config.force,
+                        skip_trash=config.skip_trash,
+                        owner=run_owner(context.run_id),
+                    )
             except ENGINE_ERRORS as error:
                 context.log.error(f"{name}: {error}")
                 failed[name] = str(error)

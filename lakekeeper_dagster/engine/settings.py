@@ -10,6 +10,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.hive.selection import TableSelection
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
 from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, WriteMode
@@ -51,6 +52,27 @@ class BatchSettings(StrictModel):
     max_mb: int = Field(
         default=8192, ge=1, description="At most this many MB staged by one batch (a bigger partition goes alone)."
     )
+
+
+class HistorySettings(StrictModel):
+    """Where every operation's per-unit records go (`lakekeeper-dagster history`)."""
+
+    table: str = Field(
+        default="lakekeeper.history",
+        description="The history table, DB.TABLE: a Hive external Parquet table partitioned by day, created (with "
+        "its database) at the first record; never managed as a source.",
+    )
+    pending_dir: str | None = Field(
+        default=None,
+        description="Local directory of records a failed write left, written first by the next run; default: "
+        "<metastore.home>/history-pending.",
+    )
+
+    @field_validator("table")
+    @classmethod
+    def _qualified(cls, value: str) -> str:
+        split_table_name(value, "history.table")
+        return value
 
 
 class EngineSettings(StrictModel):
@@ -125,6 +147,9 @@ class EngineSettings(StrictModel):
     batching: BatchSettings = Field(
         default_factory=BatchSettings,
         description="How a compaction run batches partitions (concurrent writes, one verification job per batch).",
+    )
+    history: HistorySettings = Field(
+        default_factory=HistorySettings, description="The history of every operation, one record per unit."
     )
     tables: TableSelection = Field(
         default_factory=TableSelection,

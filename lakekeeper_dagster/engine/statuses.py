@@ -26,6 +26,17 @@ class RunKind(Vocabulary):
     MERGE = "merge"  # copy old fine partitions into a coarse one of a merged table, behind a union view
 
 
+class Operation(Vocabulary):
+    """What a history record says was done (`protocol/history.py`): a run's kind, or what it served."""
+
+    COMPACT = "compact"
+    ARCHIVE = "archive"  # a compaction run recompressing archive-aged partitions
+    ROLLBACK = "rollback"
+    RETENTION = "retention"
+    RECOVER = "recover"  # an interrupted run finished or undone by recovery
+    CLEANUP = "cleanup"
+
+
 class RunStep(Vocabulary):
     """Journal records about the run as a whole."""
 

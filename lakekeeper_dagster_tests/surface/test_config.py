@@ -131,6 +131,7 @@ def test_every_key_is_described_and_in_the_template():
         "RetentionPolicy",
         "ArchivePolicy",
         "MergePolicy",
+        "HistorySettings",
     }
     template = config_template()
     for model in models:

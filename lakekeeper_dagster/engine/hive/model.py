@@ -20,6 +20,7 @@ FORMATS_BY_SERDE = {
 SUPPORTED_FORMATS = ("parquet", "orc", "avro", "text")
 BACKUP_SOURCE_PROPERTY = "lakekeeper.backup.source"
 MERGED_SOURCE_PROPERTY = "lakekeeper.merged.source"  # on a merged table and its union view: the source D.T
+HISTORY_PROPERTY = "lakekeeper.history"  # marks the history table (`hive/history_table.py`): never managed
 
 
 def escape_partition_value(value: str | None) -> str:
@@ -213,6 +214,8 @@ class TableInfo:
             return f"lakekeeper backup of {self.table_properties[BACKUP_SOURCE_PROPERTY]} (roll back or clean it up)"
         if MERGED_SOURCE_PROPERTY in self.table_properties:
             return f"merged table of {self.table_properties[MERGED_SOURCE_PROPERTY]} (`merge` owns its partitions)"
+        if HISTORY_PROPERTY in self.table_properties:
+            return "lakekeeper's operation history (every run appends to it; not managed as a source)"
         if self.table_format:
             return f"{self.table_format} table (it manages its own files; use its own compaction)"
         if self.transactional:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
@@ -13,9 +14,10 @@ from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import list_databases, list_tables
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
+from lakekeeper_dagster.engine.protocol.history import HistoryRecord, iso_utc, record
 from lakekeeper_dagster.engine.protocol.journal import HIDDEN_PREFIX, Journal, UnitRecord, new_run_id
 from lakekeeper_dagster.engine.protocol.lease import TableLease
-from lakekeeper_dagster.engine.statuses import ProgressStep, UnitState
+from lakekeeper_dagster.engine.statuses import Operation, ProgressStep, UnitState
 from spark_resources.py4j import external_catalog, jvm, scala_list, scala_seq
 
 if TYPE_CHECKING:
@@ -87,6 +89,25 @@ def _why_kept(
         if entries.directories or now != expected:
             return f"{unit.retired} no longer holds the files the compaction kept (changed since)"
     return None
+
+
+def _records(
+    backup: backups.Backup, units: list[UnitRecord], run_id: str, started: float, state: UnitState, reason: str
+) -> list[HistoryRecord]:
+    """The history of a cleanup: per unit of the backup, the originals it kept (before) and what is left (after)."""
+    records = []
+    for unit in units:
+        snapshot = unit.retired_snapshot()
+        files, size = len(snapshot), sum(v[0] for v in snapshot.values() if v)
+        left = (0, 0) if state == UnitState.DROPPED else (files, size)
+        records.append(
+            HistoryRecord(
+                run_id, str(Operation.CLEANUP), backup.source, unit.partition, str(state), reason, iso_utc(started),
+                round(time.time() - started, 3), files_before=files, bytes_before=size, files_after=left[0],
+                bytes_after=left[1], backup_table=backup.qualified_name, location=unit.retired,
+            )
+        )  # fmt: skip
+    return records
 
 
 def _state_dir_of(backup: backups.Backup) -> str:
@@ -173,12 +194,14 @@ def cleanup_backups(
                 f"director{'y' if len(dirs) == 1 else 'ies'}: {', '.join(dirs) or '-'}"
             )
             continue
-        with TableLease(storage, _state_dir_of(backup), backup.source, new_run_id(), owner) as lease:
+        run_id, started = new_run_id(), time.time()
+        with TableLease(storage, _state_dir_of(backup), backup.source, run_id, owner) as lease:
             _refuse_unfinished_runs(storage, backup)
             kept = _why_kept(storage, backup, units, references)  # under the lease: no run of ours changes them now
             if kept:
                 lines.append(f"kept {backup.qualified_name} (backup of {backup.source}): {kept}; nothing of it deleted")
                 progress(ProgressEvent(ProgressStep.CLEANED, backup.source, detail=lines[-1]))
+                record(spark, storage, _records(backup, units, run_id, started, UnitState.ABORTED, kept))
                 continue
             outcomes = []
             for directory in dirs:
@@ -189,5 +212,6 @@ def cleanup_backups(
             storage.delete(backup.journal)
         done = "; ".join(outcomes) or "no data"
         lines.append(f"dropped {backup.qualified_name} (backup of {backup.source}); {done}")
+        record(spark, storage, _records(backup, units, run_id, started, UnitState.DROPPED, done))
         progress(ProgressEvent(ProgressStep.CLEANED, backup.source, detail=lines[-1]))
     return lines

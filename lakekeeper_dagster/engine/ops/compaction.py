@@ -32,7 +32,7 @@ from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, jour
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
 from lakekeeper_dagster.engine.rewrite.codec import recompression_reason, validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
-from lakekeeper_dagster.engine.statuses import PlanStatus, ProgressStep, RunKind, UnitStatus
+from lakekeeper_dagster.engine.statuses import Operation, PlanStatus, ProgressStep, RunKind, UnitStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -129,7 +129,10 @@ def _journal(info: TableInfo, options: CompactionOptions, run_id: str, work: lis
         )
         for plan, entries, unit in work
     ]
-    return Journal.new(info.location, info.database, info.name, run_id, RunKind.COMPACT, options.owner, units)
+    journal = Journal.new(info.location, info.database, info.name, run_id, RunKind.COMPACT, options.owner, units)
+    if options.recompress_only:
+        journal.operation = Operation.ARCHIVE
+    return journal
 
 
 def compact_table(

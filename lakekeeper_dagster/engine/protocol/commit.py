@@ -19,6 +19,7 @@ from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
 from lakekeeper_dagster.engine.hive.stats import set_file_stats
+from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted, finish_swap, restore_retired
 from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, RunStep, UnitState
@@ -129,6 +130,7 @@ def commit_units(
 def finish_run(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:
     """Mark a compact run done; a run that committed nothing leaves no backup and no journal behind."""
     journal.record(storage, RunStep.DONE)
+    record_run(spark, storage, journal)
     if not journal.committed_units():
         if journal.backup_table:
             backups.drop_backup(spark, info.database, journal.backup_table)
@@ -184,6 +186,7 @@ def retire_copy(storage: Storage, unit: UnitRecord) -> list[str]:
 def finish_restore(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:
     """Mark a rollback run done; drop the backup (and the compaction's journal) once nothing of it is left."""
     journal.record(storage, RunStep.DONE)
+    record_run(spark, storage, journal)
     compaction = Journal.load(storage, journal.units[0].details["compaction_journal"]) if journal.units else None
     if compaction is not None and not compaction.committed_units():
         if compaction.backup_table:

@@ -18,6 +18,7 @@ from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, unregister_partition
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.retention import shares_location
+from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.statuses import TERMINAL, Recovery, RunStep, UnitState
@@ -133,5 +134,6 @@ def recover_retention(spark: SparkSession, storage: Storage, info: TableInfo, jo
 def finish_drops(spark: SparkSession, info: TableInfo, storage: Storage, journal: Journal) -> None:
     """Mark a retention run done, refresh the table's caches and remove its journal: nothing later needs it."""
     journal.record(storage, RunStep.DONE)
+    record_run(spark, storage, journal)
     spark.catalog.refreshTable(info.sql_name)
     storage.delete(journal.directory)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
-from lakekeeper_dagster.engine.statuses import RunKind, RunStep, UnitState
+from lakekeeper_dagster.engine.statuses import Operation, RunKind, RunStep, UnitState
 from spark_resources.py4j import is_java_error
 
 HIDDEN_PREFIX = ".lk-"
@@ -112,6 +112,8 @@ class Journal:
         # Called with what is about to happen before every record and swap: recovery sets its lease's
         # `ensure_held`, so a process that lost the table's lease writes nothing more (not a field: never journaled).
         self.fence: Callable[[str], None] = _unfenced
+        # What the history records of the run say was done (not journaled: recovery records `recover`).
+        self.operation = Operation(self.kind.value)
 
     @classmethod
     def new(

@@ -36,7 +36,15 @@ from lakekeeper_dagster.engine.protocol.journal import (
 )
 from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.protocol.merge import recover_merge
-from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, TERMINAL, ProgressStep, Recovery, RunKind, UnitState
+from lakekeeper_dagster.engine.statuses import (
+    SWAP_BEGUN,
+    TERMINAL,
+    Operation,
+    ProgressStep,
+    Recovery,
+    RunKind,
+    UnitState,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,6 +112,7 @@ _RECOVER_BY_KIND = {
 def recover_journal(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> list[str]:
     """Bring every unfinished unit of one run to a consistent state: forward once its swap began, else back."""
     prefix = f"{info.qualified_name} run {journal.run_id} ({journal.kind})"
+    journal.operation = Operation.RECOVER
     return [f"{prefix} {m}" for m in _RECOVER_BY_KIND[journal.kind](spark, storage, info, journal)]
 
 
