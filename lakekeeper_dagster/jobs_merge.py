@@ -13,6 +13,7 @@ from lakekeeper_dagster.engine.ops.merge import merge_table
 from lakekeeper_dagster.engine.plan.merge import merge_names
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import policy_age
+from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables
 from lakekeeper_dagster.policy_schedules import policy_schedule
 from lakekeeper_dagster.translator import HiveTableTranslator
@@ -67,16 +68,17 @@ def build_merge_job(settings: LakekeeperConfig) -> dg.JobDefinition:
         for database, table in targets:
             name = f"{database}.{table}"
             try:
-                outcome = merge_table(
-                    spark.spark_session,
-                    database,
-                    table,
-                    settings.policies_for(database, table),
-                    config.older_than,
-                    dry_run=config.dry_run,
-                    skip_trash=config.skip_trash,
-                    owner=run_owner(context.run_id),
-                )
+                with recorded(settings.history_sink(context.run_id)):
+                    outcome = merge_table(
+                        spark.spark_session,
+                        database,
+                        table,
+                        settings.policies_for(database, table),
+                        config.older_than,
+                        dry_run=config.dry_run,
+                        skip_trash=config.skip_trash,
+                        owner=run_owner(context.run_id),
+                    )
             except ENGINE_ERRORS as error:
                 context.log.error(f"{name}: {error}")
                 failed[name] = str(error)

@@ -33,6 +33,7 @@ class Operation(Vocabulary):
     ARCHIVE = "archive"  # a compaction run recompressing archive-aged partitions
     ROLLBACK = "rollback"
     RETENTION = "retention"
+    MERGE = "merge"
     RECOVER = "recover"  # an interrupted run finished or undone by recovery
     CLEANUP = "cleanup"
 

@@ -132,6 +132,21 @@ def _figures(storage: Storage, journal: Journal, unit: UnitRecord) -> dict:
         before = (unit.details.get("files"), unit.details.get("bytes"))
         after = (0, 0) if unit.state == UnitState.DROPPED else before
         return {"files_before": before[0], "bytes_before": before[1], "files_after": after[0], "bytes_after": after[1]}
+    if journal.kind == RunKind.MERGE:  # the period's planned fine files before, its merged partition after
+        before = (unit.details.get("files"), unit.details.get("bytes"))
+        files_after, bytes_after = _after(storage, unit, unit.state == UnitState.MERGED, (0, 0))
+        rows, checksum = unit.details.get("rows"), unit.details.get("checksum")
+        merged = unit.state == UnitState.MERGED
+        return {
+            "files_before": before[0],
+            "bytes_before": before[1],
+            "files_after": files_after,
+            "bytes_after": bytes_after,
+            "rows_before": rows,
+            "checksum_before": checksum,
+            "rows_after": rows if merged else None,
+            "checksum_after": checksum if merged else None,
+        }
     before = _sizes({name: unit.snapshot.get(name) or [0] for name in unit.known})
     files_after, bytes_after = _after(storage, unit, unit.state == UnitState.COMMITTED, before)
     figures = {"files_before": before[0], "bytes_before": before[1]}

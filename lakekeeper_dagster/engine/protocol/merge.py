@@ -29,6 +29,7 @@ from lakekeeper_dagster.engine.hive.catalog import (
 )
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause, sql_string
 from lakekeeper_dagster.engine.plan.retention import shares_location
+from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.writers import find_writers
 from lakekeeper_dagster.engine.statuses import TERMINAL, Recovery, RunStep, UnitState
@@ -155,6 +156,7 @@ def finish_merge(spark: SparkSession, storage: Storage, info: TableInfo, journal
     """Mark a merge run done, refresh the source's caches and remove its journal."""
     journal.record(storage, RunStep.DONE)
     spark.catalog.refreshTable(info.sql_name)
+    record_run(spark, storage, journal)
     storage.delete(journal.directory)
 
 
