@@ -14,6 +14,7 @@ from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
+from lakekeeper_dagster.engine.ops.merge import merge_table
 from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.policies import TablePolicies
@@ -160,6 +161,23 @@ def test_retention_records_each_dropped_partition_with_its_files(spark, database
         0,
     )
     assert record["reason"] == "deleted" and record["backup_table"] is None
+
+
+def test_merge_records_each_period_with_the_copy_figures(spark, database, data_dir, sink, history_db):
+    hours = [{"dt": "2019041316"}, {"dt": "2019041317"}, {"dt": "2024053123"}]
+    table = make_table(spark, database, "mrg", data_dir, partitions=hours, files=2, rows=10)
+    size = sum(p.stat().st_size for h in ("16", "17") for p in data_files(data_dir / f"dt=20190413{h}"))
+    merge = {"into": "%Y%m%d", "older_than": "90d", "view": "mrg_all", "settle_seconds": 0}
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge=merge)
+    with recorded(sink):
+        outcome = merge_table(spark, database, "mrg", policy, skip_trash=True, now=datetime(2024, 6, 1))
+    assert outcome.merged == ["dt=20190413"]
+    (record,) = read_rows(spark, history_db, "history", source=table)
+    assert (record["operation"], record["partition_name"], record["status"]) == ("merge", "dt=20190413", "merged")
+    assert (record["files_before"], record["bytes_before"]) == (4, size) and record["files_after"] >= 1
+    view = spark.sql(f"SELECT count(*) FROM {database}.mrg_all WHERE dt LIKE '20190413%'").collect()[0][0]
+    assert record["rows_before"] == record["rows_after"] == view == 20
+    assert record["checksum_before"] == record["checksum_after"] is not None
 
 
 def test_a_run_recovery_finishes_is_recorded_as_recover(
