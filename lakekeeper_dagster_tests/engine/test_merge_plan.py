@@ -31,7 +31,7 @@ VIEW = UnionView("`d`.`t`", "`d`.`t__merged`", FLAT)
 
 def plan(candidates, merged=frozenset(), cutoff=datetime(2024, 6, 1)):
     fits = lambda p: VIEW.fits(p.spec, [f.spec for f in p.fine])  # noqa: E731
-    return plan_merge("d.t", "d.t__merged", "d.v", FLAT, FLAT_CLOCK, candidates, set(merged), cutoff, fits)
+    return plan_merge("d.t", "file:/w/t", "d.t__merged", "d.v", FLAT, FLAT_CLOCK, candidates, set(merged), cutoff, fits)
 
 
 def test_periods_are_whole_coarse_periods_older_than_the_cutoff():
@@ -44,6 +44,16 @@ def test_periods_are_whole_coarse_periods_older_than_the_cutoff():
     assert done.untimed == ("dt=latest",) and done.kept == ()
     late = plan([candidate(s) for s in specs], merged={"dt=202404"})
     assert [p.partition for p in late.kept] == ["dt=202404"] and "late" in (late.kept[0].reason or "")
+
+
+def test_a_period_with_a_fine_partition_outside_the_table_is_left_alone():
+    """Its files may be another table's (a shared landing directory): merge never moves them."""
+    specs = [{"dt": "2024050100"}, {"dt": "2024050101"}, {"dt": "2024040100"}]
+    away = FineCandidate("dt=2024050101", specs[1], "file:/landing/feed/2024050101", {"f": [1, 1]})
+    done = plan([candidate(specs[0]), away, candidate(specs[2])])
+    assert [p.partition for p in done.periods] == ["dt=202404"]
+    assert [p.partition for p in done.kept] == ["dt=202405"]
+    assert "file:/landing/feed/2024050101 of dt=2024050101 is not inside the table's" in (done.kept[0].reason or "")
 
 
 def test_the_view_texts_name_exact_values_and_keep_null_partitions():

@@ -15,6 +15,7 @@ from lakekeeper_dagster.engine.errors import ConfigError, OperationError
 from lakekeeper_dagster.engine.ops.archive import archive_table
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.merge import merge_table
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.policies import TablePolicies
@@ -151,8 +152,15 @@ def test_text_that_cannot_be_reproduced_exactly_is_refused_unchanged(spark, data
     flume = _table(spark, database, "flume", data_dir / "f", [])
     _write(data_dir / "f")
     (data_dir / "f" / "FlumeData.1700000000000.tmp").write_bytes(b"7|open|v|k:7\n")  # Flume is still writing it
+    spark.sql(
+        f"CREATE TABLE {database}.whole (value STRING) USING text OPTIONS (wholetext 'true') "
+        f"LOCATION '{(data_dir / 'w').as_uri()}'"
+    )
+    _write(data_dir / "w")  # each file one row: concatenated, rows would be lost
+    dated = _table(spark, database, "dated", data_dir / "d", ["2019-01-01"])
+    _write(data_dir / "d" / "date=2019-01-01")
     monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 1.0)
-    before = {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbpf"}
+    before = {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbpfwd"}
 
     with pytest.raises(OperationError, match=f"{header}.*skip.header.line.count=1"):
         compact_table(spark, database, "header", OPTIONS)
@@ -170,5 +178,10 @@ def test_text_that_cannot_be_reproduced_exactly_is_refused_unchanged(spark, data
     rule = TablePolicies.model_validate({"partition_time": {"date": "%Y-%m-%d"}, "archive": {"older_than": "30d"}})
     with pytest.raises(ConfigError, match=f"{plain}: text tables .* recompress cannot apply"):
         archive_table(spark, database, "plain", OPTIONS, rule.archive_rule(plain))
-    assert {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbpf"} == before
+    with pytest.raises(OperationError, match=f"{database}.whole.*USING text.*wholetext"):
+        compact_table(spark, database, "whole", OPTIONS)
+    merge = {"into": "%Y-%m", "older_than": "30d", "view": "dated_all"}
+    with pytest.raises(OperationError, match=f"{dated} cannot be merged: its format text is not one merge writes"):
+        merge_table(spark, database, "dated", TablePolicies(partition_time={"date": "%Y-%m-%d"}, merge=merge))
+    assert {d: [(f.name, f.read_bytes()) for f in data_files(data_dir / d)] for d in "hbpfwd"} == before
     assert hidden_dirs(data_dir) == []

@@ -19,7 +19,6 @@ from lakekeeper_dagster.engine.errors import ConfigError, OperationError, Storag
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, read_table, table_exists
-from lakekeeper_dagster.engine.hive.eligibility import REWRITABLE_FORMATS
 from lakekeeper_dagster.engine.hive.model import (
     MERGED_SOURCE_PROPERTY,
     TableInfo,
@@ -53,6 +52,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 TARGET_FILE_BYTES = 128 * 1024 * 1024
+
+
+MERGED_FORMATS = ("parquet", "orc")  # merge reads and writes rows with Spark: not text (its files are concatenated)
 
 
 @dataclass
@@ -95,8 +97,8 @@ def merge_targets(spark: SparkSession, database: str, table: str, policies: Tabl
     info = read_table(spark, database, table)
     name = info.qualified_name
     reason = info.unmanaged_reason() or (None if info.is_partitioned else "it is not partitioned")
-    if not reason and info.file_format not in REWRITABLE_FORMATS:
-        reason = f"its format {info.file_format} is not one merge writes ({', '.join(REWRITABLE_FORMATS)})"
+    if not reason and info.file_format not in MERGED_FORMATS:
+        reason = f"its format {info.file_format} is not one merge writes ({', '.join(MERGED_FORMATS)})"
     if reason:
         raise OperationError(f"table {name} cannot be merged: {reason}; nothing was changed")
     clock = policies.clock(name)
@@ -166,6 +168,7 @@ def _plan(spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: 
     union = targets.union
     return plan_merge(
         targets.info.qualified_name,
+        storage.qualify(targets.info.location or "").rstrip("/"),
         ".".join(targets.merged),
         ".".join(targets.view),
         targets.layout,

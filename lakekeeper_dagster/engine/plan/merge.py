@@ -17,7 +17,7 @@ from datetime import datetime
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_name, split_table_name, validated_name
 from lakekeeper_dagster.engine.plan.partition_time import STEP_ORDER, PartitionClock
-from lakekeeper_dagster.engine.plan.retention import shares_location
+from lakekeeper_dagster.engine.plan.retention import inside, shares_location
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 
 FINE_SUFFIX = "__fine"  # the merged table's data column keeping a flat time column's original value
@@ -186,6 +186,7 @@ class MergePlan:
 
 def plan_merge(
     table: str,
+    table_location: str,
     merged: str,
     view: str,
     layout: MergeLayout,
@@ -215,6 +216,10 @@ def plan_merge(
         reason = None
         if name in merged_partitions:
             reason = "late: the merged table already holds this period; merge or drop these partitions by hand"
+        elif outside := [
+            f for f in fine if not inside(f.location, table_location) or f.location.rstrip("/") == table_location
+        ]:
+            reason = f"the location {outside[0].location} of {outside[0].partition} is not inside the table's"
         elif missing := [f.partition for f in fine if f.files is None]:
             reason = f"the location of {missing[0]} is missing"
         elif shared := [f.partition for f in fine if any(shares_location(f.location, o) for o in others)] or [

@@ -82,7 +82,7 @@ def item_line(item: RetentionItem) -> str:
     return f"{c.partition}  {item.time:%Y-%m-%d %H:%M}  {figures}"
 
 
-def _inside(location: str, directory: str) -> bool:
+def inside(location: str, directory: str) -> bool:
     """Whether `location` is `directory` or lies below it."""
     location, directory = location.rstrip("/"), directory.rstrip("/")
     return location == directory or location.startswith(directory + "/")
@@ -91,7 +91,7 @@ def _inside(location: str, directory: str) -> bool:
 def shares_location(a: str, b: str) -> bool:
     """Whether two (qualified) locations are the same, or one lies inside the other: moving one away moves files
     the other reads."""
-    return _inside(a, b) or _inside(b, a)
+    return inside(a, b) or inside(b, a)
 
 
 def plan_retention(
@@ -111,7 +111,7 @@ def plan_retention(
     for c in older:
         if clock.start(c.spec) == newest:
             reasons[c.partition] = "the newest period's partitions are never dropped"
-        elif not _inside(c.location, table_location) or c.location.rstrip("/") == table_location.rstrip("/"):
+        elif not inside(c.location, table_location) or c.location.rstrip("/") == table_location.rstrip("/"):
             reasons[c.partition] = f"its location {c.location} is not inside the table's location {table_location}"
         elif c.files is None:
             reasons[c.partition] = f"its location {c.location} is missing"
