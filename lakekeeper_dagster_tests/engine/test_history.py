@@ -118,6 +118,20 @@ def test_the_history_table_is_never_managed(spark, database, data_dir, sink, his
         compact_table(spark, history_db, "history", OPTIONS)
 
 
+def test_a_history_table_naming_another_table_writes_nothing_into_it(spark, database, data_dir, tmp_path):
+    """A typo or a clash in history.table: the run goes through, the other table is untouched, the records wait."""
+    make_table(spark, database, "theirs", data_dir / "theirs", partitions=DATES[:1], files=2)
+    make_table(spark, database, "ours", data_dir / "ours", partitions=DATES[:1], files=3)
+    before = sorted(str(p.relative_to(data_dir)) for p in (data_dir / "theirs").rglob("*"))
+    clash = HistorySink(f"{database}.theirs", tmp_path / "pending")
+    with recorded(clash):
+        results = compact_table(spark, database, "ours", OPTIONS)
+    assert [r.status for r in results] == [UnitStatus.COMPACTED]
+    assert sorted(str(p.relative_to(data_dir)) for p in (data_dir / "theirs").rglob("*")) == before
+    assert len(list(clash.pending_dir.glob("pending-*.jsonl"))) == 1
+    assert "lakekeeper.history" not in read_table(spark, database, "theirs").table_properties
+
+
 def test_diff_after_a_compaction_shows_the_files_and_with_verify_equal_content(
     spark, database, data_dir, sink, history_db
 ):

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from lakekeeper_dagster.engine.errors import OperationError
 from lakekeeper_dagster.engine.fs.storage import Storage, child
 from lakekeeper_dagster.engine.hive.catalog import read_table, table_exists
 from lakekeeper_dagster.engine.hive.model import HISTORY_PROPERTY, partition_clause, quote_identifier, sql_string
@@ -51,8 +52,17 @@ def _sql_name(database: str, table: str) -> str:
 
 
 def ensure_history_table(spark: SparkSession, database: str, table: str) -> str:
-    """Create the database and the table when missing (at `<database location>/<table>`); the table's location."""
-    if not table_exists(spark, database, table):
+    """Create the database and the table when missing (at `<database location>/<table>`); the table's location. A
+    table of that name that is not a history table (property `lakekeeper.history`) is an OperationError: nothing
+    is written into another table's directory."""
+    if table_exists(spark, database, table):
+        info = read_table(spark, database, table)
+        if HISTORY_PROPERTY not in info.table_properties:
+            raise OperationError(
+                f"history.table {database}.{table} is a table of its own, not lakekeeper's history (no "
+                f"{HISTORY_PROPERTY} property): name another table in history.table; nothing was written to it"
+            )
+    else:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
         location = child(spark.catalog.getDatabase(database).locationUri, table)
         columns = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind in COLUMNS)

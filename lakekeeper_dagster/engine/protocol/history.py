@@ -201,6 +201,13 @@ def record_run(spark: SparkSession, storage: Storage, journal: Journal) -> None:
 def record(spark: SparkSession, storage: Storage, records: Sequence[HistoryRecord]) -> None:
     """Spool `records` and flush every pending record to the installed sink's history table; never raises: a
     failed write is logged and its records stay pending for the next run."""
+    try:
+        _record(spark, storage, records)
+    except Exception:  # the history never fails the run it describes (its data change is done already)
+        log.exception("history: %d record(s) not recorded: %s", len(records), [asdict(r) for r in records])
+
+
+def _record(spark: SparkSession, storage: Storage, records: Sequence[HistoryRecord]) -> None:
     sink = _SINK.get()
     if sink is None or not records:
         return
