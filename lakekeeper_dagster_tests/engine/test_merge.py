@@ -17,6 +17,7 @@ from lakekeeper_dagster.engine.ops.merge import merge_table
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, run_cli, write_files
+from spark_resources.py4j import external_catalog
 
 NOW = datetime(2024, 6, 1)
 FLAT = [{"dt": d} for d in ("2019041316", "2019041317", "2019041400", "2024053123", "latest")]
@@ -165,6 +166,37 @@ def test_a_file_written_into_a_fine_partition_during_the_merge_stays_visible(spa
     assert view_rows(spark, f"{database}.wm_all") == sorted(rows + added)
     assert partitions(spark, database, "wm") == ["dt=2019041316"] and len(data_files(root / "dt=2019041316")) == 1
     assert partitions(spark, database, "wm__merged") == ["dt=20190413", "dt=20190414"]
+
+
+def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_switch(
+    spark, database, data_dir, monkeypatch
+):
+    """A writer adds a file to a planned fine partition after the copy, before the switch: the period is rolled back
+    (the switch would hide the new rows); the view shows every row once throughout, the next period still merges."""
+    root = data_dir / "wc"
+    make_table(spark, database, "wc", root, partitions=FLAT[:3], files=1, rows=5)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wc_all"})
+    merge_table(spark, database, "wc", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
+    rows = view_rows(spark, f"{database}.wc_all")
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@pending:6")
+    done = []
+    run = threading.Thread(
+        target=lambda: done.append(merge_table(spark, database, "wc", policy, skip_trash=True, now=NOW))
+    )
+    run.start()
+    catalog = external_catalog(spark)
+    while "20190413" not in catalog.getTable(database, "wc_all").viewText().get():  # pending: copied, not switched
+        time.sleep(0.2)
+    write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
+    run.join(300)
+    (outcome,) = done
+    assert outcome.merged == ["dt=20190414"]
+    assert any("dt=20190413: not merged: the files of dt=2019041316 changed" in line for line in outcome.lines)
+    added = [(i, f"v{i}", i % 7, "2019041316") for i in range(1000, 1003)]
+    assert view_rows(spark, f"{database}.wc_all") == sorted(rows + added)
+    assert partitions(spark, database, "wc") == ["dt=2019041316", "dt=2019041317"]
+    assert partitions(spark, database, "wc__merged") == ["dt=20190414"]
+    assert len(data_files(root / "dt=2019041316")) == 2 and hidden_dirs(data_dir) == []
 
 
 BAD = [

@@ -341,7 +341,10 @@ def _merge_period(
         return f"  {period.partition}: not merged: {error}"
     journal.record(storage, UnitState.WRITTEN, i, rows=written.rows, checksum=written.checksum)
     kill_point(UnitState.WRITTEN)
-    cleared = publish(spark, storage, targets.info, journal, i)
+    try:
+        cleared = publish(spark, storage, targets.info, journal, i)
+    except UnitFailure as error:
+        return f"  {period.partition}: not merged: {error}"
     outcome.merged.append(period.partition)
     outcome.partitions += len(period.fine)
     outcome.files += period.files

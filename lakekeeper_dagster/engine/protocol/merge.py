@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError
+from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage, is_hidden, split_location
 from lakekeeper_dagster.engine.hive.catalog import (
     list_partitions,
     partition_identity,
@@ -120,14 +120,39 @@ def _forward(spark: SparkSession, storage: Storage, info: TableInfo, journal: Jo
     return done
 
 
+def changed_since_listed(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> str | None:
+    """What changed in a planned fine partition since it was listed for the copy, or None: re-created or moved
+    elsewhere, a file added, changed or gone, a subdirectory (a writer's, read recursively). The switch would hide
+    such a partition's new rows, or show rows the copy also holds once the view is unfiltered again."""
+    for fine in unit.details["fine"]:
+        now = partition_identity(spark, info, fine["spec"])
+        if now is None or list(now) != list(fine["identity"]):
+            return f"{fine['partition']} was dropped, moved or re-created"
+        try:
+            entries = storage.list_entries(fine["location"])
+        except StorageError:
+            return f"the directory of {fine['partition']} is gone"
+        files = {f.name: [f.size, f.modification_time] for f in entries.files}
+        if files != {name: list(v) for name, v in fine["files"].items()}:
+            return f"the files of {fine['partition']} changed (added, rewritten or removed)"
+        if [d for d in entries.directories if not is_hidden(d)]:
+            return f"{fine['partition']} holds a subdirectory"
+    return None
+
+
 def publish(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
-    """Publish a WRITTEN period: the merged partition in place, the view switched to it, the fine data gone."""
+    """Publish a WRITTEN period: the merged partition in place, the view switched to it, the fine data gone. A
+    period whose fine partitions changed since the copy is rolled back right before the switch (a UnitFailure)."""
     unit = journal.units[i]
     journal.record(storage, UnitState.PENDING, i)
     set_view(spark, journal, unit, "pending")
     kill_point(UnitState.PENDING)
     _settle(unit)
     _register(spark, storage, journal, i)
+    changed = changed_since_listed(spark, storage, info, unit)
+    if changed:
+        roll_back(spark, storage, journal, i)
+        raise UnitFailure(f"{changed} since the copy; this period's merge is undone, nothing changed")
     set_view(spark, journal, unit, "switched")
     journal.record(storage, UnitState.SWITCHED, i)
     kill_point(UnitState.SWITCHED)
