@@ -199,6 +199,25 @@ def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_sw
     assert len(data_files(root / "dt=2019041316")) == 2 and hidden_dirs(data_dir) == []
 
 
+def test_an_unreadable_planned_file_fails_the_merge_whatever_the_session_skips(spark, database, data_dir):
+    """The caller's session skips corrupt files (a common cluster default): the merge still reads every planned file,
+    so one it cannot read stops it before the switch instead of being moved away uncopied."""
+    root = data_dir / "wx"
+    make_table(spark, database, "wx", root, partitions=FLAT[:2], files=1, rows=5)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wx_all"})
+    merge_table(spark, database, "wx", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
+    (root / "dt=2019041316" / "part-99999.parquet").write_bytes(b"not parquet at all")
+    before = files_under(root)
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
+    try:
+        with pytest.raises(Exception, match="part-99999.parquet"):
+            merge_table(spark, database, "wx", policy, skip_trash=True, now=NOW)
+    finally:
+        spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
+    assert files_under(root) == before and partitions(spark, database, "wx") == ["dt=2019041316", "dt=2019041317"]
+    assert partitions(spark, database, "wx__merged") == []
+
+
 BAD = [
     ({"merge": FLAT_MERGE}, "partition_time"),
     ({"merge": {**FLAT_MERGE, "into": None}}, "merge.into"),

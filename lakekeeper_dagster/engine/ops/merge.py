@@ -43,10 +43,11 @@ from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_
 from lakekeeper_dagster.engine.protocol.merge import finish_merge, publish
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
+from lakekeeper_dagster.engine.rewrite.encodings import write_settings
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, aggregates, from_observation, observed
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, read_files
 from lakekeeper_dagster.engine.statuses import RunKind, UnitState
-from spark_resources.py4j import job_description
+from spark_resources.py4j import isolated_session, job_description
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -221,6 +222,8 @@ def _write(spark: SparkSession, targets: MergeTargets, unit: UnitRecord, period:
     from pyspark.sql.types import StringType, StructField, StructType
 
     layout, fmt, label = targets.layout, targets.info.file_format, f"{targets.info.qualified_name} {period.partition}"
+    # read with no file skipped and names matched as Hive does, write as Hive reads, whatever the caller's settings
+    spark = isolated_session(spark, write_settings({}))
     source = _source(spark, targets, period)
     schema = StructType([*data_schema(targets.info).fields, *(StructField(n, StringType()) for n, _ in layout.kept)])
     with job_description(spark, f"lakekeeper merge {label}: write"):
