@@ -1,9 +1,7 @@
-"""Which text tables' files can be concatenated with every row kept exactly (`rewrite/textconcat.py`), and the run
-options a concatenation cannot honour."""
+"""Which text tables' files can be concatenated with every row kept exactly (`rewrite/textconcat.py`)."""
 
 from __future__ import annotations
 
-from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.model import TableInfo
 
 _HEADER_FOOTER = ("skip.header.line.count", "skip.footer.line.count")
@@ -39,16 +37,3 @@ def text_refusal(info: TableInfo) -> str | None:
         if value != "\n":
             return f"{key}={value!r}: only LF-delimited lines are compacted"
     return None
-
-
-def refuse_text_options(info: TableInfo, codec: str | None, recompress_only: bool, sort_columns: tuple) -> None:
-    """A text table is compacted by concatenation: it keeps its files' codec and row order (ConfigError else)."""
-    if info.file_format != "text":
-        return
-    options = (("codec", codec), ("recompress", recompress_only), ("sort_columns", sort_columns))
-    asked = [what for what, given in options if given]
-    if asked:
-        raise ConfigError(
-            f"{info.qualified_name}: text tables are compacted by concatenating their files, which keeps their codec "
-            f"and row order: {' / '.join(asked)} cannot apply; nothing was changed"
-        )

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.errors import ConfigError, UnitFailure
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import table_units
-from lakekeeper_dagster.engine.hive.eligibility import load_compactable
+from lakekeeper_dagster.engine.hive.eligibility import load_compactable, refuse_copy_options
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
-from lakekeeper_dagster.engine.hive.textserde import refuse_text_options
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.options import ArchiveRule, CompactionOptions, UnitResult
 from lakekeeper_dagster.engine.plan.progress import Progress, no_progress
@@ -77,7 +76,7 @@ def _archived_table(spark: SparkSession, database: str, table: str, rule: Archiv
     """The table, refused as compaction refuses it or when unpartitioned, and the rule checked against it, with its
     codec resolved for the table's format (`ArchiveRule.codec_of`)."""
     info = load_compactable(spark, database, table)
-    refuse_text_options(info, rule.codec, True, ())  # concatenated text keeps its codec
+    refuse_copy_options(info, rule.codec, True, ())  # copied text and Avro keep their codec
     if not info.is_partitioned:
         raise ConfigError(
             f"{info.qualified_name} is not partitioned: archive rewrites old partitions; nothing was changed"

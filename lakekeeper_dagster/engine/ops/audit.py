@@ -9,8 +9,9 @@ from lakekeeper_dagster.engine.fs.storage import Storage, child
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.protocol.journal import Journal
-from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, combine, fingerprints_by_directory
-from lakekeeper_dagster.engine.rewrite.schema import data_schema, read_files
+from lakekeeper_dagster.engine.rewrite.content import directory_fingerprints
+from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, combine
+from lakekeeper_dagster.engine.rewrite.schema import data_schema
 from lakekeeper_dagster.engine.statuses import UnitState
 from spark_resources.py4j import job_description
 
@@ -51,12 +52,12 @@ def verify_against_backup(spark: SparkSession, database: str, table: str) -> lis
         return []
     # Two Spark jobs in all (the live directories, then the originals), whatever the number of partitions.
     with job_description(spark, f"lakekeeper audit {info.qualified_name}: re-read {len(units)} live unit(s)"):
-        live = fingerprints_by_directory(read_files(spark, info, schema, [u.live for u in units]), schema)
+        live = directory_fingerprints(spark, info, schema, [u.live for u in units])
     # The originals: the backup's directories, plus the large files the compaction left in place (in the live
     # directory, not in the backup): the same rows on both sides then means nothing was lost or added.
     originals = [u.retired for u in units] + [child(u.live, name) for u in units for name in u.kept]
     with job_description(spark, f"lakekeeper audit {info.qualified_name}: re-read the originals in {found[0].name}"):
-        kept = fingerprints_by_directory(read_files(spark, info, schema, originals), schema)
+        kept = directory_fingerprints(spark, info, schema, originals)
     comparisons = []
     for unit in units:
         now = live.get(storage.qualify(unit.live), EMPTY)

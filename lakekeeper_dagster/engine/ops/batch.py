@@ -15,22 +15,20 @@ import time
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.hive import backup as backups
+from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.ops.write import stage
 from lakekeeper_dagster.engine.protocol.checks import check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import abort_unit, commit_swapped, swap_unit
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
+from lakekeeper_dagster.engine.rewrite.content import file_fingerprints
 from lakekeeper_dagster.engine.rewrite.encodings import (
     READER_SETTINGS,
     changed_encodings,
 )
-from lakekeeper_dagster.engine.rewrite.fingerprint import (
-    combine,
-    fingerprints_by_file,
-)
+from lakekeeper_dagster.engine.rewrite.fingerprint import combine
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
-from lakekeeper_dagster.engine.rewrite.schema import read_files
 from lakekeeper_dagster.engine.statuses import ProgressStep, UnitState, UnitStatus
 from spark_resources.py4j import isolated_session, java_cause
 
@@ -54,13 +52,14 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
         raise OperationError(f"{run.info.qualified_name}: two staged outputs hold files of the same name; retry")
     with run.spark_job(f"{run.info.qualified_name}: verify {len(items)} staged unit(s)"):
         reader = isolated_session(run.spark, READER_SETTINGS)
-        staged = read_files(reader, run.info, run.schema, [journal.units[item.index].incoming for item in items])
-        per_file = fingerprints_by_file(staged, run.schema)
+        per_file = file_fingerprints(
+            reader, run.info, run.schema, [journal.units[item.index].incoming for item in items]
+        )
     unknown = sorted(set(per_file) - set(owner))
     if unknown:
         raise OperationError(f"{run.info.qualified_name}: staged file {unknown[0]} was not written by this run")
     written = {}
-    text = run.info.file_format == "text"  # no row count in its files: concatenations are checked by their bytes
+    copied = run.info.file_format in COPIED_FORMATS  # no footers to count rows by: checked by their bytes or headers
     for item in items:
         files = outputs[item.index]
         output = combine([per_file[f.name] for f in files if f.name in per_file])
@@ -78,7 +77,7 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
         label = run.label(journal.units[item.index])
         untouched = "; the output was deleted and the original files are untouched"
         try:
-            footers = [] if text else read_footers(run.spark, run.info.file_format, [f.path for f in files], label)
+            footers = [] if copied else read_footers(run.spark, run.info.file_format, [f.path for f in files], label)
         except UnitFailure as failure:
             item.failure = str(failure)
             continue
@@ -88,7 +87,7 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
                 f"{label}: verification failed: input {item.before.rows} rows / checksum {item.before.checksum}, "
                 f"output {output.rows} rows / checksum {output.checksum}{untouched}"
             )
-        elif not text and sum(f.rows for f in footers) != item.footer_rows:
+        elif not copied and sum(f.rows for f in footers) != item.footer_rows:
             item.failure = (
                 f"{label}: verification failed: the input files' metadata count {item.footer_rows} rows, the output "
                 f"files' {sum(f.rows for f in footers)}{untouched}"

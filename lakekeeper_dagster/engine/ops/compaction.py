@@ -17,10 +17,9 @@ from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitF
 from lakekeeper_dagster.engine.fs.dirstats import DirStats
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
-from lakekeeper_dagster.engine.hive.eligibility import load_compactable
+from lakekeeper_dagster.engine.hive.eligibility import load_compactable, refuse_copy_options
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import placement_refusal
-from lakekeeper_dagster.engine.hive.textserde import refuse_text_options
 from lakekeeper_dagster.engine.ops.batch import compact_batch
 from lakekeeper_dagster.engine.ops.options import CompactionOptions, UnitResult
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
@@ -83,7 +82,7 @@ def _refuse_bad_codecs(info: TableInfo, options: CompactionOptions) -> None:
     """The run's and the archive's codec must exist for the table's format, the archive's clock name partition
     columns of the table: refused before anything is touched."""
     validated_codec(options.codec, info.file_format, f"{info.qualified_name}: codec")
-    refuse_text_options(info, options.codec, options.recompress_only, options.sort_columns)
+    refuse_copy_options(info, options.codec, options.recompress_only, options.sort_columns)
     if options.archive is not None:
         validated_codec(options.archive.codec_of(info.file_format), info.file_format, options.archive.setting)
         options.archive.clock.check_columns(info.partition_columns, info.qualified_name)

@@ -14,9 +14,10 @@ from lakekeeper_dagster.engine.hive.catalog import current_location, read_table,
 from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
-from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, fingerprints_by_directory
+from lakekeeper_dagster.engine.rewrite.content import directory_fingerprints
+from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
-from lakekeeper_dagster.engine.rewrite.schema import data_schema, read_files
+from lakekeeper_dagster.engine.rewrite.schema import data_schema
 from lakekeeper_dagster.engine.statuses import Operation, UnitState
 from spark_resources.py4j import job_description
 
@@ -93,10 +94,10 @@ def _recount(spark: SparkSession, storage: Storage, database: str, table: str, u
     info = read_table(spark, database, table)
     schema = data_schema(info)
     with job_description(spark, f"lakekeeper diff {info.qualified_name}: re-read {len(units)} live unit(s)"):
-        live = fingerprints_by_directory(read_files(spark, info, schema, [u.live for u in units]), schema)
+        live = directory_fingerprints(spark, info, schema, [u.live for u in units])
     originals = [u.retired for u in units] + [child(u.live, name) for u in units for name in u.kept]
     with job_description(spark, f"lakekeeper diff {info.qualified_name}: re-read the originals"):
-        kept = fingerprints_by_directory(read_files(spark, info, schema, originals), schema)
+        kept = directory_fingerprints(spark, info, schema, originals)
     found: dict[str | None, tuple[Fingerprint, Fingerprint]] = {}
     for u in units:
         then = combine([kept.get(storage.qualify(u.retired), EMPTY), kept.get(storage.qualify(u.live), EMPTY)])

@@ -16,10 +16,12 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.faults import wants
 from lakekeeper_dagster.engine.fs.storage import child
+from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.thresholds import WriteMode
 from lakekeeper_dagster.engine.protocol.checks import refuse_subdirectories
 from lakekeeper_dagster.engine.protocol.recovery import write_root
+from lakekeeper_dagster.engine.rewrite.avroappend import append_unit
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
 from lakekeeper_dagster.engine.rewrite.encodings import READER_SETTINGS, format_options, input_encodings, write_settings
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, from_observation, observed
@@ -47,9 +49,9 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
     """
     label = run.label(run.journal.units[item.index])
     refuse_subdirectories(item.snapshot.directories, label)
-    if run.info.file_format == "text":  # concatenated whole: no Spark write (`rewrite/textconcat.py`)
-        item.merged = _concatenate(run, item, label)
-        item.footer_rows = item.merged.before.rows  # text files count no rows: their check is their bytes
+    if run.info.file_format in COPIED_FORMATS:  # no Spark write (`rewrite/textconcat.py`, `rewrite/avroappend.py`)
+        item.merged = _copy(run, item, label)
+        item.footer_rows = item.merged.before.rows  # no footers: the check is the fingerprint and the copy's own
         return []
     paths = [f.path for f in item.inputs]
     footers = read_footers(run.spark, run.info.file_format, paths, label)
@@ -75,12 +77,16 @@ def _byte_merge(run: CompactionRun, item: BatchItem, footers: list, label: str) 
     return outcome
 
 
-def _concatenate(run: CompactionRun, item: BatchItem, label: str) -> MergeOutcome:
-    """Concatenate a text unit's inputs into its staging directory, its inputs fingerprinted by the reader settings."""
+def _copy(run: CompactionRun, item: BatchItem, label: str) -> MergeOutcome:
+    """Concatenate a text unit's inputs, or append an Avro unit's blocks, into its staging directory, its inputs
+    fingerprinted by the reader settings."""
     staging = (run.journal.units[item.index].incoming, f"lk-merged-{run.journal.run_id}-{item.index}")
     session = isolated_session(run.spark, READER_SETTINGS)
     block = run.options.thresholds.block_size_bytes
-    outcome = concatenate_unit(session, run.info, run.schema, item.inputs, staging, block, label)
+    if run.info.file_format == "avro":
+        outcome = append_unit(session, item.inputs, staging, block, label)
+    else:
+        outcome = concatenate_unit(session, run.info, run.schema, item.inputs, staging, block, label)
     item.result.files_byte_merged = outcome.merged_files
     return outcome
 
