@@ -19,9 +19,11 @@ from lakekeeper_dagster.engine.hive.eligibility import refusal
 from lakekeeper_dagster.engine.ops.archive import archive_table
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.diff import diff_run
 from lakekeeper_dagster.engine.ops.options import CompactionOptions
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
 from lakekeeper_dagster.engine.policies import TablePolicies
+from lakekeeper_dagster.engine.protocol.history import HistorySink, recorded
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs
 
@@ -112,7 +114,7 @@ def _bytes(directory: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.cluster  # the content check decodes on the executors (fastavro there)
-def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, data_dir):
+def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, data_dir, tmp_path):
     dates = ["2024-01-01", "2024-01-02"]
     table = _table(spark, database, "events", data_dir, _literal(V1), dates)
     for date in dates:
@@ -122,7 +124,9 @@ def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, da
     rows, resolved = _hive_rows(spark, table), _resolved(data_dir / "date=2024-01-01", V1)
     assert len(rows) == 24 and len(resolved) == 12
 
-    results = compact_table(spark, database, "events", OPTIONS)
+    sink = HistorySink(f"{database}.history", tmp_path / "pending")
+    with recorded(sink):
+        results = compact_table(spark, database, "events", OPTIONS)
 
     assert [r.status for r in results] == [UnitStatus.COMPACTED] * 2
     assert all(r.rows_before == r.rows_after == 12 and r.checksum_before == r.checksum_after for r in results)
@@ -136,6 +140,11 @@ def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, da
                 reader = fastavro.reader(stream)
                 assert reader.codec in ("null", "deflate") and reader.metadata["writer"] == "ingest"
     assert [c.matches for c in verify_against_backup(spark, database, "events")] == [True, True]
+    diff = diff_run(spark, sink.table, database, "events", verify=True)  # from the Avro headers, re-read
+    assert [(u.files_before, u.files_after, u.codecs_before, u.schema_unchanged, u.verified) for u in diff.units] == [
+        (5, 2, ("deflate", "null"), True, True)
+    ] * 2
+    assert all(u.codecs_after == ("deflate", "null") and u.statistics["numFiles"][1] == "2" for u in diff.units)
 
     assert len(rollback_table(spark, database, "events")) == 2  # the originals back, byte for byte
     assert {date: _bytes(data_dir / f"date={date}") for date in dates} == originals

@@ -149,9 +149,12 @@ def test_diff_after_a_compaction_shows_the_files_and_with_verify_equal_content(
         unit.backup_table == f"{database}.{result.backup_table}" and Path(unit.originals.removeprefix("file:")).is_dir()
     )
     assert unit.verified is None  # no data read
+    assert unit.statistics["numFiles"] == ["3", "1"]  # the metastore's file statistics, as the commit changed them
+    assert unit.statistics["totalSize"] == [str(result.bytes_before), str(result.bytes_after)]
     assert diff_run(spark, sink.table, database, "df", verify=True).units[0].verified is True
     table = render_diff(diff)
     assert "| date=2024-01-01 | unchanged " in table and "| 3 -> 1 |" in table and "| equal |" in table
+    assert "numFiles 3 -> 1" in table
 
 
 def test_retention_records_each_dropped_partition_with_its_files(spark, database, data_dir, sink, history_db):

@@ -61,24 +61,64 @@ def _with_parameters(partition: Any, parameters: Any) -> Any:
     return partition.copy(*values)
 
 
-def set_file_stats(spark: SparkSession, info: TableInfo, units: list[tuple[dict | None, int, int]]) -> None:
-    """Set `numFiles` and `totalSize` of these partitions (by spec), or of the table for a spec of None, to the
-    given file count and byte total: one metastore call for all the partitions, one for the table."""
+def _partition(spark: SparkSession, client: Any, info: TableInfo, spec: dict) -> Any:
+    """The metastore's raw partition of `spec`, or None once dropped."""
+    metastore_spec = {k: DEFAULT_PARTITION if v is None else v for k, v in spec.items()}
+    found = client.getPartitionOption(info.database, info.name, _scala_map(spark, metastore_spec))
+    return None if found.isEmpty() else found.get()
+
+
+def parameters_of(spark: SparkSession, info: TableInfo, specs: list[dict | None]) -> list[dict[str, str]]:
+    """The raw metastore parameters of these partitions (by spec), or of the table for a spec of None ({} once
+    dropped)."""
     client = external_catalog(spark).unwrapped().client()
-    changed = []
-    for spec, file_count, total_bytes in units:
+    found = []
+    for spec in specs:
+        if not spec:
+            found.append(_python_map(client.getRawHiveTable(info.database, info.name).hiveTableProps()))
+            continue
+        partition = _partition(spark, client, info, spec)
+        found.append(_python_map(partition.parameters()) if partition is not None else {})
+    return found
+
+
+def changed_parameters(before: dict[str, str], after: dict[str, str]) -> dict[str, list[str | None]]:
+    """The parameters whose value differs, each as [before, after] (None: absent on that side)."""
+    keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k) and k != "transient_lastDdlTime")
+    return {k: [before.get(k), after.get(k)] for k in keys}
+
+
+def set_file_stats(
+    spark: SparkSession,
+    info: TableInfo,
+    units: list[tuple[dict | None, int, int]],
+    baseline: list[dict[str, str]] | None = None,
+) -> list[dict[str, list[str | None]]]:
+    """Set `numFiles` and `totalSize` of these partitions (by spec), or of the table for a spec of None, to the
+    given file count and byte total: one metastore call for all the partitions, one for the table.
+
+    Returns, per unit, the parameters that changed since `baseline` (`parameters_of`, read before other statistics
+    were refreshed) or, without one, since this call read them."""
+    client = external_catalog(spark).unwrapped().client()
+    changed, changes = [], []
+    for number, (spec, file_count, total_bytes) in enumerate(units):
         if not spec:
             raw = client.getRawHiveTable(info.database, info.name)
-            parameters = _counted(_python_map(raw.hiveTableProps()), file_count, total_bytes)
+            current = _python_map(raw.hiveTableProps())
+            parameters = _counted(current, file_count, total_bytes)
             client.alterTableProps(raw, _scala_map(spark, parameters))
-            continue
-        metastore_spec = {k: DEFAULT_PARTITION if v is None else v for k, v in spec.items()}
-        found = client.getPartitionOption(info.database, info.name, _scala_map(spark, metastore_spec))
-        if found.isEmpty():  # dropped from the metastore meanwhile: nothing to describe
-            log.warning("%s: partition %s is gone from the metastore; its statistics are not set", info.sql_name, spec)
-            continue
-        partition = found.get()
-        parameters = _counted(_python_map(partition.parameters()), file_count, total_bytes)
-        changed.append(_with_parameters(partition, _scala_map(spark, parameters)))
+        else:
+            partition = _partition(spark, client, info, spec)
+            if partition is None:  # dropped from the metastore meanwhile: nothing to describe
+                log.warning(
+                    "%s: partition %s is gone from the metastore; its statistics are not set", info.sql_name, spec
+                )
+                changes.append({})
+                continue
+            current = _python_map(partition.parameters())
+            parameters = _counted(current, file_count, total_bytes)
+            changed.append(_with_parameters(partition, _scala_map(spark, parameters)))
+        changes.append(changed_parameters(baseline[number] if baseline else current, parameters))
     if changed:
         client.alterPartitions(info.database, info.name, scala_list(spark, changed))
+    return changes

@@ -1,11 +1,14 @@
 """Diff: what a compaction (or archive) run changed, per partition, from its history records, its journal and the
-files' footers: location (must be unchanged), files, bytes, codecs and file schemas before/after, rows and
-checksums, and where the originals are kept. No data is read unless `verify` (then both sides are re-counted)."""
+files' footers (Avro: headers): location (must be unchanged), files, bytes, codecs and file schemas before/after, rows
+and checksums, the metastore parameters the commit changed (statistics), and where the originals are kept. No data is
+read unless `verify` (then both sides are re-counted)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
+
+from py4j.protocol import Py4JJavaError
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.fs.storage import Storage, child
@@ -14,9 +17,10 @@ from lakekeeper_dagster.engine.hive.catalog import current_location, read_table,
 from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.hive.model import split_table_name
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
+from lakekeeper_dagster.engine.rewrite.avrofiles import read_header
 from lakekeeper_dagster.engine.rewrite.content import directory_fingerprints
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine
-from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
+from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster.engine.rewrite.schema import data_schema
 from lakekeeper_dagster.engine.statuses import Operation, UnitState
 from spark_resources.py4j import job_description
@@ -48,6 +52,7 @@ class UnitDiff:
     backup_table: str | None
     originals: str | None  # the retired directory that keeps the rewritten originals; None once gone
     verified: bool | None = None  # with `verify`: the originals and the live files re-counted equal
+    statistics: dict | None = None  # metastore parameter -> [before, after] the commit changed; None: not journaled
 
     @property
     def location_unchanged(self) -> bool:
@@ -69,15 +74,25 @@ class RunDiff:
                 "units": [u.to_dict() for u in self.units]}  # fmt: skip
 
 
-def _footers(spark: SparkSession, fmt: str, paths: list[str], label: str) -> list[FileFooter] | None:
+@dataclass(frozen=True)
+class _Files:
+    """What the files of one side say of themselves: their codecs and their schemas."""
+
+    codecs: tuple[str, ...]
+    schemas: frozenset
+
+
+def _files(spark: SparkSession, fmt: str, paths: list[str], label: str) -> _Files | None:
+    """The codecs and schemas of these files, from their footers (Avro: headers); None when one cannot be read."""
     try:
-        return read_footers(spark, fmt, paths, label)
-    except UnitFailure:
+        if fmt == "avro":
+            headers = [read_header(spark, path) for path in paths]
+            return _Files(tuple(sorted({h.codec for h in headers})), frozenset(h.schema for h in headers))
+        footers = read_footers(spark, fmt, paths, label)
+    except (UnitFailure, Py4JJavaError):  # a side that cannot be read (or gone meanwhile) shows as unknown
         return None
-
-
-def _codecs(footers: list[FileFooter] | None) -> tuple[str, ...]:
-    return tuple(sorted({c for f in footers or [] if f.rows for c in f.codecs}))
+    codecs = tuple(sorted({c for f in footers if f.rows for c in f.codecs}))
+    return _Files(codecs, frozenset(f.columns for f in footers))
 
 
 def _journal_units(storage: Storage, spark: SparkSession, database: str, table: str, run_id: str) -> tuple:
@@ -128,11 +143,11 @@ def diff_run(
         unit = units.get(partition)
         label = f"{name} {partition or ''}".strip()
         live = storage.list_data_files(r["location"]) if storage.exists(r["location"]) else []
-        after = _footers(spark, info.file_format, [f.path for f in live], label)
+        after = _files(spark, info.file_format, [f.path for f in live], label)
         kept = [child(unit.live, n) for n in unit.kept] if unit else []
         olds = storage.list_data_files(unit.retired) if unit and storage.exists(unit.retired) else []
-        before = _footers(spark, info.file_format, [f.path for f in olds] + kept, label) if unit else None
-        schemas = ({f.columns for f in before}, {f.columns for f in after}) if before and after else None
+        before = _files(spark, info.file_format, [f.path for f in olds] + kept, label) if unit else None
+        codecs = (before.codecs if before else (), after.codecs if after else ())
         verified = None
         if partition in counted:
             then, now = counted[partition]
@@ -141,9 +156,10 @@ def diff_run(
             UnitDiff(
                 partition, r["location"], current_location(spark, info, specs.get(partition)) if partition in specs
                 else None, r["files_before"], r["files_after"], r["bytes_before"], r["bytes_after"],
-                _codecs(before), _codecs(after), schemas[0] == schemas[1] if schemas else None, r["rows_before"],
+                *codecs, before.schemas == after.schemas if before and after else None, r["rows_before"],
                 r["rows_after"], r["checksum_before"], r["checksum_after"],
                 backup.qualified_name if backup else None, unit.retired if unit else None, verified,
+                unit.details.get("parameters") if unit else None,
             )
         )  # fmt: skip
     return RunDiff(name, run, records[0]["operation"] if records else "", tuple(diffs))
@@ -158,18 +174,20 @@ def render_diff(diff: RunDiff) -> str:
     lines = [
         f"{diff.table}: run {diff.run_id} ({diff.operation})",
         "",
-        "| partition | location | files | bytes | codec | file schema | rows | checksum | verified | originals |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| partition | location | files | bytes | codec | file schema | rows | checksum | verified | statistics "
+        "| originals |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for u in diff.units:
         schema = {True: "unchanged", False: "CHANGED", None: "-"}[u.schema_unchanged]
         checksum = "equal" if u.checksum_before == u.checksum_after and u.checksum_before else "DIFFERENT"
         verified = {True: "equal", False: "DIFFERENT", None: "-"}[u.verified]
+        statistics = ", ".join(f"{k} {pair(*v)}" for k, v in (u.statistics or {}).items()) or "-"
         lines.append(
             f"| {u.partition or '(table)'} | {'unchanged' if u.location_unchanged else 'MOVED'} {u.location} "
             f"| {pair(u.files_before, u.files_after)} | {pair(u.bytes_before, u.bytes_after)} "
             f"| {pair('+'.join(u.codecs_before) or '-', '+'.join(u.codecs_after) or '-')} | {schema} "
-            f"| {pair(u.rows_before, u.rows_after)} | {checksum} | {verified} "
+            f"| {pair(u.rows_before, u.rows_after)} | {checksum} | {verified} | {statistics} "
             f"| {u.backup_table or 'no backup'} {u.originals or '(originals gone)'} |"
         )
     return "\n".join(lines)

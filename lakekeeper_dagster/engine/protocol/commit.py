@@ -18,7 +18,7 @@ from lakekeeper_dagster.engine.fs.storage import Storage, child
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
-from lakekeeper_dagster.engine.hive.stats import set_file_stats
+from lakekeeper_dagster.engine.hive.stats import parameters_of, set_file_stats
 from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted, finish_swap, restore_retired
@@ -77,10 +77,13 @@ def abort_unit(
     journal.record(storage, state, index, error=reason)
 
 
-def _set_file_stats(spark: SparkSession, storage: Storage, info: TableInfo, units: list[UnitRecord]) -> None:
-    """Set each unit's `numFiles`/`totalSize` to the data files its live directory holds now (one listing each)."""
+def _set_file_stats(
+    spark: SparkSession, storage: Storage, info: TableInfo, units: list[UnitRecord], baseline: list | None = None
+) -> list[dict]:
+    """Set each unit's `numFiles`/`totalSize` to the data files its live directory holds now (one listing each);
+    the metastore parameters that changed, per unit (`stats.set_file_stats`)."""
     sizes = [(u.spec, [f.size for f in storage.list_data_files(u.live)]) for u in units]
-    set_file_stats(spark, info, [(spec, len(files), sum(files)) for spec, files in sizes])
+    return set_file_stats(spark, info, [(spec, len(files), sum(files)) for spec, files in sizes], baseline)
 
 
 def commit_swapped(
@@ -93,20 +96,23 @@ def commit_swapped(
 ) -> None:
     """After the swaps of a batch: point the backup at the retired originals (one metastore call), refresh the
     table's caches, refresh Spark's statistics when asked, always set each unit's file statistics (numFiles,
-    totalSize) from the files it now holds (one metastore call), then mark the units committed in one record."""
+    totalSize) from the files it now holds (one metastore call), then mark the units committed in one record, with
+    the metastore parameters that changed (for `diff`)."""
     if not carried:
         return
     units = [journal.units[i] for i in carried]
     backups.set_locations(spark, info.database, journal.backup_table, [(u.spec, u.retired) for u in units])
+    baseline = parameters_of(spark, info, [u.spec for u in units]) if analyze_stats else None
     if analyze_stats:
         refresh(spark, info)  # ANALYZE sizes what Spark lists: the swapped directories, not its cached listing
         for unit in units:
             clause = f" {partition_clause(unit.spec)}" if unit.spec else ""
             spark.sql(f"ANALYZE TABLE {info.sql_name}{clause} COMPUTE STATISTICS NOSCAN")
-    _set_file_stats(spark, storage, info, units)
+    changes = dict(zip(carried, _set_file_stats(spark, storage, info, units, baseline), strict=True))
     refresh(spark, info)
     previously = {i: int(journal.units[i].details.get("carried", 0)) for i in carried}
-    journal.record_units(storage, UnitState.COMMITTED, {i: {"carried": n + previously[i]} for i, n in carried.items()})
+    committed = {i: {"carried": n + previously[i], "parameters": changes[i]} for i, n in carried.items()}
+    journal.record_units(storage, UnitState.COMMITTED, committed)
     kill_point(UnitState.COMMITTED)
 
 
