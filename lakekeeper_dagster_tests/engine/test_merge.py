@@ -131,6 +131,28 @@ def test_nested_hours_merge_into_months_with_the_view_exact_throughout(spark, da
     assert hidden_dirs(data_dir) == []
 
 
+def test_without_skip_trash_the_merged_fine_partitions_go_to_the_trash_byte_for_byte(spark, database, data_dir, trash):
+    root = data_dir / "tr"
+    make_table(spark, database, "tr", root, partitions=FLAT, files=2, rows=10)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "tr_all"})
+    merge_table(spark, database, "tr", policy, "365000d", now=NOW)  # creates the view, merges nothing
+    view = f"{database}.tr_all"
+    rows, figures = view_rows(spark, view), view_figures(spark, view)
+    planned = ["dt=2019041316", "dt=2019041317", "dt=2019041400"]
+    originals = {f"{p}/{f.name}": f.read_bytes() for p in planned for f in data_files(root / p)}
+    assert len(originals) == 6
+
+    done = merge_table(spark, database, "tr", policy, now=NOW)
+    assert done.merged == ["dt=20190413", "dt=20190414"] and done.rows == 30
+    assert all(f"{p}: dropped" in "\n".join(done.lines) for p in planned)
+    moved = trash / str(root).lstrip("/")
+    assert sorted(p.name for p in moved.iterdir()) == planned
+    assert {f"{p}/{f.name}": f.read_bytes() for p in planned for f in data_files(moved / p)} == originals
+    assert sorted(p.name for p in root.iterdir()) == ["dt=2024053123", "dt=latest"]
+    assert partitions(spark, database, "tr") == ["dt=2024053123", "dt=latest"]
+    assert view_rows(spark, view) == rows and view_figures(spark, view) == figures
+
+
 def test_a_late_partition_of_a_merged_period_is_shown_once_and_left_alone(spark, database, data_dir):
     root = data_dir / "late"
     table = make_table(spark, database, "late", root, partitions=FLAT[:3], files=1, rows=5)
