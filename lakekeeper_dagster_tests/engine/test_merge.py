@@ -3,6 +3,7 @@ before, during and after a run, the dry run, bad input, and kills at each journa
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 import time
@@ -305,3 +306,28 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
     assert done.merged == [p for p in ["dt=20190413", "dt=20190414"] if p not in merged]
     assert view_rows(spark, f"{database}.km_all") == rows
     assert partitions(spark, database, "km") == ["dt=2024053123", "dt=latest"]
+
+
+def test_recover_never_deletes_a_merged_partition_directory_this_run_did_not_write(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """Killed while pending; the copy is gone and another directory stands where the merged partition goes:
+    recover undoes the period and leaves that directory, its file intact, saying so."""
+    root = data_dir / "kf"
+    table = make_table(spark, database, "kf", root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "kf_all", "settle_seconds": 0}}
+    policy["merge"]["older_than"] = "1000d"
+    args = ["merge", "--table", table, "--skip-trash"]
+    config = {"table_overrides": {table: policy}}
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@pending"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    (incoming,) = [p for p in (data_dir / "kf__merged").iterdir() if p.name.startswith(".lk-")]
+    shutil.rmtree(incoming)
+    foreign = data_dir / "kf__merged" / "dt=20190413" / "part-foreign.parquet"
+    foreign.parent.mkdir()
+    foreign.write_bytes(b"another writer's file")
+    messages = recover(spark, [(database, "kf")])
+    assert foreign.read_bytes() == b"another writer's file"
+    assert "rolled back" in messages[0] and "left in place: it is not the copy this run wrote" in messages[0]
+    assert view_rows(spark, f"{database}.kf_all") == rows and partitions(spark, database, "kf__merged") == []

@@ -40,7 +40,7 @@ from lakekeeper_dagster.engine.plan.merge_view import UnionView
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, utc_now
 from lakekeeper_dagster.engine.policies import TablePolicies, policy_age
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
-from lakekeeper_dagster.engine.protocol.merge import finish_merge, publish
+from lakekeeper_dagster.engine.protocol.merge import copy_listing, finish_merge, publish
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.rewrite.encodings import write_settings
@@ -372,7 +372,8 @@ def _merge_period(
         storage.delete(unit.incoming)
         journal.record(storage, UnitState.FAILED, i, error=str(error))
         return f"  {period.partition}: not merged: {error}"
-    journal.record(storage, UnitState.WRITTEN, i, rows=written.rows, checksum=written.checksum)
+    copy = copy_listing(storage, unit.incoming)  # what proves, at a roll-back, that the directory is this copy
+    journal.record(storage, UnitState.WRITTEN, i, rows=written.rows, checksum=written.checksum, copy=copy)
     kill_point(UnitState.WRITTEN)
     try:
         cleared = publish(spark, storage, targets.info, journal, i)
