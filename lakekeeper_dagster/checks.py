@@ -1,11 +1,18 @@
-"""The independent re-count: live partitions against the originals their most recent backup kept."""
+"""The independent re-counts: live partitions against the originals their most recent backup kept, and merged
+partitions against the figures their merge verified."""
+
+from collections.abc import Iterator, Sequence
 
 import dagster as dg
 
+from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
+from lakekeeper_dagster.engine.ops.merge import PeriodCopy
+from lakekeeper_dagster.engine.ops.merge_audit import verify_merged
 from lakekeeper_dagster.failures import engine_failures
-from lakekeeper_dagster.figures import backup_check_metadata
+from lakekeeper_dagster.figures import backup_check_metadata, copy_check_metadata
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -29,5 +36,50 @@ def build_backup_check(info: TableInfo, translator: HiveTableTranslator) -> dg.A
         return dg.AssetCheckResult(
             passed=all(c.matches for c in comparisons), metadata=backup_check_metadata(comparisons)
         )
+
+    return _check
+
+
+def copy_checks(key: dg.AssetKey, copies: Sequence[PeriodCopy]) -> list[dg.AssetCheckResult]:
+    """A merged table's `row_count_preserved` and `content_checksum_matches` over its partitions' copies."""
+    return [
+        dg.AssetCheckResult(
+            asset_key=key,
+            check_name=ROW_COUNT,
+            passed=all(c.before.rows == c.after.rows for c in copies),
+            metadata=copy_check_metadata(copies, "rows"),
+        ),
+        dg.AssetCheckResult(
+            asset_key=key,
+            check_name=CHECKSUM,
+            passed=all(c.before.checksum == c.after.checksum for c in copies),
+            metadata=copy_check_metadata(copies, "checksum"),
+        ),
+    ]
+
+
+def build_merge_check(
+    info: TableInfo, settings: LakekeeperConfig, translator: HiveTableTranslator
+) -> dg.AssetChecksDefinition | None:
+    """The checks of the table's merged table, when its merge policy gives it one: evaluated by each `merge_job` run
+    on the copies it verified; executed alone, they re-read each merged partition against the rows and checksum
+    the history records its merge verified."""
+    keys = translator.merge_keys(info)
+    if keys is None:
+        return None
+    key = keys[0]
+    policies = settings.policies_for(info.database, info.name)
+
+    @dg.multi_asset_check(
+        name=f"{translator.op_name(info)}__merged_checks",
+        specs=[
+            dg.AssetCheckSpec(ROW_COUNT, asset=key, description="each merged partition holds its fine files' rows"),
+            dg.AssetCheckSpec(CHECKSUM, asset=key, description="and their order-insensitive content checksum"),
+        ],
+    )
+    def _check(spark: HiveSparkResource) -> Iterator[dg.AssetCheckResult]:
+        with engine_failures():
+            copies = verify_merged(spark.spark_session, info.database, info.name, policies, settings.history.table)
+        yield from copy_checks(key, copies)
 
     return _check

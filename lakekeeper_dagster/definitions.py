@@ -18,7 +18,7 @@ from pathlib import Path
 import dagster as dg
 
 from lakekeeper_dagster.assets import build_table_asset
-from lakekeeper_dagster.checks import build_backup_check
+from lakekeeper_dagster.checks import build_backup_check, build_merge_check
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.jobs import build_jobs, build_refresh_job, cleanup_schedule, compaction_job, refresh_schedule
 from lakekeeper_dagster.jobs_archive import ARCHIVE_JOB, archive_schedule, build_archive_job
@@ -79,7 +79,7 @@ def definitions_from_state(
         build_refresh_job(config, translator),
         build_archive_job(config, tables, translator),
         build_retention_job(config),
-        build_merge_job(config),
+        build_merge_job(config, tables, translator),
     ]
     if state.notice:
         jobs = [job.with_metadata({**job.metadata, NOTICE_KEY: dg.MetadataValue.text(state.notice)}) for job in jobs]
@@ -88,9 +88,12 @@ def definitions_from_state(
     return dg.Definitions(
         assets=[
             *(build_table_asset(info, config, translator) for info in tables),
-            *merge_asset_specs(config, tables, translator),
+            *merge_asset_specs(tables, translator),
         ],
-        asset_checks=[build_backup_check(info, translator) for info in tables],
+        asset_checks=[
+            *(build_backup_check(info, translator) for info in tables),
+            *(check for info in tables if (check := build_merge_check(info, config, translator))),
+        ],
         jobs=[*compaction, *jobs],
         schedules=[
             cleanup_schedule(by_name["cleanup_job"]),

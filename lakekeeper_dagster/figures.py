@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 
 from lakekeeper_dagster.engine.ops.audit import BackupComparison
+from lakekeeper_dagster.engine.ops.merge import PeriodCopy
 from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, combine
@@ -275,6 +276,33 @@ def backup_check_metadata(comparisons: Sequence[BackupComparison]) -> dict[str, 
                 ("checksum_backup", "string", lambda c: c.backup_checksum),
                 ("checksum_live", "string", lambda c: c.live_checksum),
                 ("matches", "bool", lambda c: c.matches),
+            ],
+        )
+    return metadata
+
+
+def copy_check_metadata(copies: Sequence[PeriodCopy], figure: str) -> dict[str, Any]:
+    """A merged table's check on `figure` (`rows` or `checksum`): before (the period's fine files, as its merge read
+    them) and after (its copy), totals at the top level, the verdict, and each partition's when there are several."""
+
+    def same(copy: PeriodCopy) -> bool:
+        return getattr(copy.before, figure) == getattr(copy.after, figure)
+
+    before, after = combine([c.before for c in copies]), combine([c.after for c in copies])
+    metadata: dict[str, Any] = {
+        "partitions": _verdict([(c.partition, same(c)) for c in copies], figure),
+        f"{figure}_before": getattr(before, figure),
+        f"{figure}_after": getattr(after, figure),
+    }
+    if len(copies) > 1:
+        kind = "int" if figure == "rows" else "string"
+        metadata[PER_PARTITION] = _comparison_table(
+            copies,
+            lambda c: c.partition,
+            [
+                (f"{figure}_before", kind, lambda c: getattr(c.before, figure)),
+                (f"{figure}_after", kind, lambda c: getattr(c.after, figure)),
+                ("matches", "bool", same),
             ],
         )
     return metadata

@@ -1,15 +1,21 @@
 """`merge_job`: merge old fine partitions into coarse ones (`table_overrides.<D.T>.merge`), its schedule (off), and
-the merged tables and union views as assets downstream of their source's."""
+the merged tables and union views as assets downstream of their source's.
+
+A real run logs, on a managed table's merged table, the evaluations of its checks (`row_count_preserved`,
+`content_checksum_matches`, `checks.build_merge_checks`) over each period whose copy it verified: the planned fine
+files' rows and checksum against the copy's. They are logged as `dg.AssetCheckEvaluation`s, as `archive_job` does
+(an op job cannot yield a result for a check it does not plan)."""
 
 # No `from __future__ import annotations`: Dagster resolves the op's config annotation (MergeConfig) at definition.
 
 import dagster as dg
 from pydantic import Field
 
+from lakekeeper_dagster.checks import copy_checks
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
-from lakekeeper_dagster.engine.ops.merge import merge_table
+from lakekeeper_dagster.engine.ops.merge import PeriodCopy, merge_table
 from lakekeeper_dagster.engine.plan.merge import merge_names
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import policy_age
@@ -55,8 +61,21 @@ class MergeConfig(dg.Config):
         return pairs
 
 
-def build_merge_job(settings: LakekeeperConfig) -> dg.JobDefinition:
-    """merge_job: one op over the named table, or every table with a merge policy."""
+def _log_checks(context: dg.OpExecutionContext, key: dg.AssetKey, copies: list[PeriodCopy]) -> None:
+    """The merged table's checks, evaluated on the copies the run verified (see the module docstring)."""
+    for check in copy_checks(key, copies):
+        evaluation = dg.AssetCheckEvaluation(
+            asset_key=key, check_name=check.check_name, passed=check.passed, metadata=check.metadata
+        )
+        context.log_event(evaluation)
+
+
+def build_merge_job(
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+) -> dg.JobDefinition:
+    """merge_job: one op over the named table, or every table with a merge policy; the checks of each managed
+    table's merged table evaluated on the copies its run verified."""
+    merged_keys = {info.qualified_name: keys[0] for info in tables if (keys := translator.merge_keys(info))}
 
     @dg.op
     def merge(context: dg.OpExecutionContext, config: MergeConfig, spark: HiveSparkResource) -> None:
@@ -96,6 +115,8 @@ def build_merge_job(settings: LakekeeperConfig) -> dg.JobDefinition:
                 figures["files"] += outcome.files
                 figures["bytes"] += outcome.bytes
                 figures["rows"] += outcome.rows
+                if outcome.copies and name in merged_keys:
+                    _log_checks(context, merged_keys[name], outcome.copies)
         metadata = {
             "dry_run": config.dry_run,
             "merged_partitions": dg.MetadataValue.json(merged),  # the coarse partitions written (verified)
@@ -129,19 +150,15 @@ def merge_schedule(job: dg.JobDefinition, settings: LakekeeperConfig, tables: li
     )
 
 
-def merge_asset_specs(
-    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
-) -> list[dg.AssetSpec]:
+def merge_asset_specs(tables: list[TableInfo], translator: HiveTableTranslator) -> list[dg.AssetSpec]:
     """The merged table (downstream of its source) and the union view (of both) of each managed table whose policy
     names a view and `into`."""
     specs = []
     for info in tables:
-        policy = settings.policies_for(info.database, info.name).merge
-        if policy.view is None or policy.into is None:
+        keys = translator.merge_keys(info)
+        if keys is None:
             continue
-        (mdb, mname), (vdb, vname) = merge_names(info.database, info.name, policy.view, policy.table)
-        source = translator.asset_key(info)
-        merged, view = translator.key_of(mdb, mname), translator.key_of(vdb, vname)
+        source, (merged, view) = translator.asset_key(info), keys
         specs.append(
             dg.AssetSpec(merged, deps=[source], description=f"{info.qualified_name}'s old periods, merged (merge_job)")
         )

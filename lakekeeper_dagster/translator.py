@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.plan.merge import merge_names
 from lakekeeper_dagster.engine.policies import TablePolicies
 
 # Dagster's documented metadata keys (its TableMetadataSet and UriMetadataSet are not exported by dagster 1.13).
@@ -42,6 +43,14 @@ class HiveTableTranslator:
     def key_of(self, database: str, name: str) -> dg.AssetKey:
         """`hive/<database>/<name>`: the key of a table or view known by name only (a merged table, a union view)."""
         return dg.AssetKey(["hive", database, name])
+
+    def merge_keys(self, info: TableInfo) -> tuple[dg.AssetKey, dg.AssetKey] | None:
+        """The keys of the table's merged table and union view, when its `merge` policy names a view and `into`."""
+        policy = (self.policies.get(info.qualified_name) or TablePolicies()).merge
+        if policy.view is None or policy.into is None:
+            return None
+        merged, view = merge_names(info.database, info.name, policy.view, policy.table)
+        return self.key_of(*merged), self.key_of(*view)
 
     def op_name(self, info: TableInfo) -> str:
         """The op that compacts the table (the name its run config is keyed by)."""

@@ -120,3 +120,22 @@ def data_dir(tmp_path) -> Path:
     path = tmp_path / "data"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def trash_home(spark, tmp_path):
+    """The JVM's home (where the local filesystem's Trash lives) in a temporary directory, not the user's."""
+    system = spark.sparkContext._jvm.java.lang.System
+    home = system.getProperty("user.home")
+    system.setProperty("user.home", str(tmp_path / "home"))
+    yield tmp_path / "home" / ".Trash" / "Current"
+    system.setProperty("user.home", home)
+
+
+@pytest.fixture
+def trash(spark, trash_home):
+    """A configured Trash (fs.trash.interval) in a temporary home."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    conf.set("fs.trash.interval", "60")
+    yield trash_home
+    conf.unset("fs.trash.interval")

@@ -3,6 +3,7 @@ before, during and after a run, the dry run, bad input, and kills at each journa
 
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 import time
@@ -129,6 +130,28 @@ def test_nested_hours_merge_into_months_with_the_view_exact_throughout(spark, da
     in_view_order = sorted((*r[:3], r[5], r[6], r[3], r[4]) for r in merged.collect())
     assert in_view_order == [r for r in rows if r[3] == "2019"]
     assert hidden_dirs(data_dir) == []
+
+
+def test_without_skip_trash_the_merged_fine_partitions_go_to_the_trash_byte_for_byte(spark, database, data_dir, trash):
+    root = data_dir / "tr"
+    make_table(spark, database, "tr", root, partitions=FLAT, files=2, rows=10)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "tr_all"})
+    merge_table(spark, database, "tr", policy, "365000d", now=NOW)  # creates the view, merges nothing
+    view = f"{database}.tr_all"
+    rows, figures = view_rows(spark, view), view_figures(spark, view)
+    planned = ["dt=2019041316", "dt=2019041317", "dt=2019041400"]
+    originals = {f"{p}/{f.name}": f.read_bytes() for p in planned for f in data_files(root / p)}
+    assert len(originals) == 6
+
+    done = merge_table(spark, database, "tr", policy, now=NOW)
+    assert done.merged == ["dt=20190413", "dt=20190414"] and done.rows == 30
+    assert all(f"{p}: dropped" in "\n".join(done.lines) for p in planned)
+    moved = trash / str(root).lstrip("/")
+    assert sorted(p.name for p in moved.iterdir()) == planned
+    assert {f"{p}/{f.name}": f.read_bytes() for p in planned for f in data_files(moved / p)} == originals
+    assert sorted(p.name for p in root.iterdir()) == ["dt=2024053123", "dt=latest"]
+    assert partitions(spark, database, "tr") == ["dt=2024053123", "dt=latest"]
+    assert view_rows(spark, view) == rows and view_figures(spark, view) == figures
 
 
 def test_a_late_partition_of_a_merged_period_is_shown_once_and_left_alone(spark, database, data_dir):
@@ -283,3 +306,28 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
     assert done.merged == [p for p in ["dt=20190413", "dt=20190414"] if p not in merged]
     assert view_rows(spark, f"{database}.km_all") == rows
     assert partitions(spark, database, "km") == ["dt=2024053123", "dt=latest"]
+
+
+def test_recover_never_deletes_a_merged_partition_directory_this_run_did_not_write(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """Killed while pending; the copy is gone and another directory stands where the merged partition goes:
+    recover undoes the period and leaves that directory, its file intact, saying so."""
+    root = data_dir / "kf"
+    table = make_table(spark, database, "kf", root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "kf_all", "settle_seconds": 0}}
+    policy["merge"]["older_than"] = "1000d"
+    args = ["merge", "--table", table, "--skip-trash"]
+    config = {"table_overrides": {table: policy}}
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@pending"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    (incoming,) = [p for p in (data_dir / "kf__merged").iterdir() if p.name.startswith(".lk-")]
+    shutil.rmtree(incoming)
+    foreign = data_dir / "kf__merged" / "dt=20190413" / "part-foreign.parquet"
+    foreign.parent.mkdir()
+    foreign.write_bytes(b"another writer's file")
+    messages = recover(spark, [(database, "kf")])
+    assert foreign.read_bytes() == b"another writer's file"
+    assert "rolled back" in messages[0] and "left in place: it is not the copy this run wrote" in messages[0]
+    assert view_rows(spark, f"{database}.kf_all") == rows and partitions(spark, database, "kf__merged") == []

@@ -45,25 +45,6 @@ def without(rows: list[tuple], *dropped: str) -> list[tuple]:
     return [r for r in rows if r[3] not in dropped]
 
 
-@pytest.fixture
-def trash_home(spark, tmp_path):
-    """The JVM's home (where the local filesystem's Trash lives) in a temporary directory, not the user's."""
-    system = spark.sparkContext._jvm.java.lang.System
-    home = system.getProperty("user.home")
-    system.setProperty("user.home", str(tmp_path / "home"))
-    yield tmp_path / "home" / ".Trash" / "Current"
-    system.setProperty("user.home", home)
-
-
-@pytest.fixture
-def trash(spark, trash_home):
-    """A configured Trash (fs.trash.interval) in a temporary home."""
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    conf.set("fs.trash.interval", "60")
-    yield trash_home
-    conf.unset("fs.trash.interval")
-
-
 def test_flat_retention_dry_run_changes_nothing_then_drops_to_the_trash(spark, database, data_dir, trash):
     root = data_dir / "flat"
     table = make_table(spark, database, "flat", root, partitions=FLAT, files=2, rows=10)

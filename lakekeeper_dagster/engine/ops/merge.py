@@ -40,17 +40,18 @@ from lakekeeper_dagster.engine.plan.merge_view import UnionView
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, utc_now
 from lakekeeper_dagster.engine.policies import TablePolicies, policy_age
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
-from lakekeeper_dagster.engine.protocol.merge import finish_merge, publish
+from lakekeeper_dagster.engine.protocol.merge import copy_listing, finish_merge, publish
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.rewrite.encodings import write_settings
-from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, aggregates, from_observation, observed
+from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, aggregates, from_observation, observed
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, read_files
 from lakekeeper_dagster.engine.statuses import RunKind, UnitState
 from spark_resources.py4j import isolated_session, job_description
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 TARGET_FILE_BYTES = 128 * 1024 * 1024
 
@@ -58,9 +59,24 @@ TARGET_FILE_BYTES = 128 * 1024 * 1024
 MERGED_FORMATS = ("parquet", "orc")  # merge reads and writes rows with Spark: not text (its files are concatenated)
 
 
+@dataclass(frozen=True)
+class PeriodCopy:
+    """One merged partition's verification: `before` the rows and checksum of its period's planned fine files,
+    `after` those of its copy as the view shows them."""
+
+    partition: str
+    before: Fingerprint
+    after: Fingerprint
+
+    @property
+    def matches(self) -> bool:
+        return self.before == self.after
+
+
 @dataclass
 class MergeOutcome:
-    """What a merge run did (or would do): its plan, its lines, the periods merged and their figures."""
+    """What a merge run did (or would do): its plan, its lines, the periods merged and their figures, and every
+    copy the run verified (merged or not)."""
 
     plan: MergePlan
     dry_run: bool
@@ -70,6 +86,7 @@ class MergeOutcome:
     files: int = 0
     bytes: int = 0
     rows: int = 0
+    copies: list[PeriodCopy] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -217,30 +234,37 @@ def _from_merged(df: DataFrame, layout: MergeLayout, spec: dict[str, str]) -> Da
     return df.select(*columns)
 
 
-def _write(spark: SparkSession, targets: MergeTargets, unit: UnitRecord, period: MergePeriod) -> Fingerprint:
-    """Copy the period's planned files into `unit.incoming`, verified: a UnitFailure when the copy differs."""
+def _merged_schema(targets: MergeTargets) -> StructType:
     from pyspark.sql.types import StringType, StructField, StructType
 
+    kept = [StructField(n, StringType()) for n, _ in targets.layout.kept]
+    return StructType([*data_schema(targets.info).fields, *kept])
+
+
+def count_merged(spark: SparkSession, targets: MergeTargets, location: str, spec: dict[str, str]) -> Fingerprint:
+    """Rows and checksum of a merged partition's files at `location` as the view shows them (one Spark job)."""
+    fmt, schema = targets.info.file_format, _merged_schema(targets)
+    copy = _from_merged(spark.read.schema(schema).format(fmt).load(location), targets.layout, spec)
+    with job_description(spark, f"lakekeeper merge {targets.info.qualified_name} {partition_name(spec)}: count"):
+        row = copy.agg(*aggregates(copy.schema)).collect()[0]
+    return Fingerprint(int(row["rows"]), str(row["checksum"]))
+
+
+def _write(spark: SparkSession, targets: MergeTargets, unit: UnitRecord, period: MergePeriod) -> PeriodCopy:
+    """Copy the period's planned files into `unit.incoming`, then count the copy: both fingerprints."""
     layout, fmt, label = targets.layout, targets.info.file_format, f"{targets.info.qualified_name} {period.partition}"
     # read with no file skipped and names matched as Hive does, write as Hive reads, whatever the caller's settings
     spark = isolated_session(spark, write_settings({}))
     source = _source(spark, targets, period)
-    schema = StructType([*data_schema(targets.info).fields, *(StructField(n, StringType()) for n, _ in layout.kept)])
     with job_description(spark, f"lakekeeper merge {label}: write"):
         if source is None:  # its fine partitions hold no file: an empty merged partition
-            spark.createDataFrame([], schema).write.format(fmt).save(unit.incoming)
-            return Fingerprint(0, "0")
+            spark.createDataFrame([], _merged_schema(targets)).write.format(fmt).save(unit.incoming)
+            return PeriodCopy(period.partition, EMPTY, EMPTY)
         watched, observation = observed(source, f"merge-{unit.incoming}")
         files = max(1, -(-period.bytes // TARGET_FILE_BYTES))
         _to_merged(watched, layout).coalesce(files).write.format(fmt).save(unit.incoming)
     before = from_observation(observation)
-    copy = _from_merged(spark.read.schema(schema).format(fmt).load(unit.incoming), layout, unit.spec or {})
-    with job_description(spark, f"lakekeeper merge {label}: verify"):
-        row = copy.agg(*aggregates(copy.schema)).collect()[0]
-    after = Fingerprint(int(row["rows"]), str(row["checksum"]))
-    if after != before:
-        raise UnitFailure(f"{label}: the copy differs from the planned files ({after} != {before}); nothing changed")
-    return before
+    return PeriodCopy(period.partition, before, count_merged(spark, targets, unit.incoming, unit.spec or {}))
 
 
 def _unit(
@@ -337,12 +361,19 @@ def _merge_period(
         for fine in period.fine:
             label = f"{targets.info.qualified_name} partition {fine.partition}"
             wait_for_writers(storage, targets.info.location, fine.location, label)
-        written = _write(spark, targets, unit, period)
+        copy = _write(spark, targets, unit, period)
+        outcome.copies.append(copy)
+        if not copy.matches:
+            raise UnitFailure(
+                f"its copy differs from the planned files ({copy.after} != {copy.before}); nothing changed"
+            )
+        written = copy.before
     except UnitFailure as error:
         storage.delete(unit.incoming)
         journal.record(storage, UnitState.FAILED, i, error=str(error))
         return f"  {period.partition}: not merged: {error}"
-    journal.record(storage, UnitState.WRITTEN, i, rows=written.rows, checksum=written.checksum)
+    copy = copy_listing(storage, unit.incoming)  # what proves, at a roll-back, that the directory is this copy
+    journal.record(storage, UnitState.WRITTEN, i, rows=written.rows, checksum=written.checksum, copy=copy)
     kill_point(UnitState.WRITTEN)
     try:
         cleared = publish(spark, storage, targets.info, journal, i)

@@ -160,9 +160,16 @@ def publish(spark: SparkSession, storage: Storage, info: TableInfo, journal: Jou
     return _forward(spark, storage, info, journal, i)
 
 
+def copy_listing(storage: Storage, location: str) -> dict:
+    """Every entry directly under a copy's directory: its data files (size, mtime) and all names, hidden too."""
+    files = {f.name: [f.size, f.modification_time] for f in storage.list_data_files(location)}
+    return {"files": files, "names": storage.list_names(location, False) + storage.list_names(location, True)}
+
+
 def roll_back(spark: SparkSession, storage: Storage, journal: Journal, i: int) -> None:
-    """Undo a period before SWITCHED: the merged side hides it, its partition and copy go, the view unfiltered."""
-    unit = journal.units[i]
+    """Undo a period before SWITCHED: the merged side hides it, its partition and copy go (the merged partition's
+    directory only when it holds exactly the copy the journal recorded), the view unfiltered."""
+    unit, left = journal.units[i], ""
     if unit.state not in (UnitState.PLANNED, UnitState.WRITTEN):
         set_view(spark, journal, unit, "pending")
         _settle(unit)
@@ -170,11 +177,14 @@ def roll_back(spark: SparkSession, storage: Storage, journal: Journal, i: int) -
         now = partition_identity(spark, merged, unit.spec or {})
         if now is not None and storage.qualify(now[0]).rstrip("/") == storage.qualify(unit.live).rstrip("/"):
             unregister_partition(spark, merged, unit.spec or {})
-        if not storage.exists(unit.incoming):  # renamed into place by this run: the copy is ours
-            storage.delete(unit.live)
+        if not storage.exists(unit.incoming) and storage.exists(unit.live):
+            if copy_listing(storage, unit.live) != unit.details.get("copy"):  # not (only) the copy this run wrote
+                left = f"{unit.live} left in place: it is not the copy this run wrote; move it away, then retry"
+            else:
+                storage.delete(unit.live)
         set_view(spark, journal, unit, "base")
     storage.delete(unit.incoming)
-    journal.record(storage, UnitState.ROLLED_BACK, i)
+    journal.record(storage, UnitState.ROLLED_BACK, i, **({"outcome": left} if left else {}))
 
 
 def finish_merge(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal) -> None:
@@ -196,6 +206,8 @@ def recover_merge(spark: SparkSession, storage: Storage, info: TableInfo, journa
             messages.append(f"{unit.label}: merged ({Recovery.ROLLED_FORWARD})")
         else:
             roll_back(spark, storage, journal, i)
-            messages.append(f"{unit.label}: merge undone, the source unchanged ({Recovery.ROLLED_BACK})")
+            left = unit.details.get("outcome")
+            undone = f"{unit.label}: merge undone, the source unchanged ({Recovery.ROLLED_BACK})"
+            messages.append(f"{undone}; {left}" if left else undone)
     finish_merge(spark, storage, info, journal)
     return messages
