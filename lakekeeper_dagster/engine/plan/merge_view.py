@@ -16,7 +16,6 @@ from lakekeeper_dagster.engine.hive.model import quote_identifier, sql_string
 from lakekeeper_dagster.engine.plan.merge import MergeLayout
 
 VIEW_TEXT_LIMIT = 30_000  # the metastore keeps a view's text in a VARCHAR(32672) on Derby; keep a margin
-SEPARATOR = "/"  # joins the values of several fine columns; a period whose values hold it is refused
 
 
 def _equal(columns: Sequence[str], values: Sequence[str]) -> str:
@@ -59,21 +58,17 @@ class UnionView:
         """The merged side without the period `spec` (a coarse spec)."""
         return self._union(None, self._coarse(spec))
 
-    def switched(self, spec: dict[str, str], fine: Sequence[dict[str, str | None]]) -> str | None:
-        """The source side without exactly the `fine` partitions (specs) of the period; None when a value holds
-        the separator of several columns."""
+    def switched(self, spec: dict[str, str], fine: Sequence[dict[str, str | None]]) -> str:
+        """The source side without exactly the `fine` partitions (specs) of the period: their values compared as a
+        tuple, so a partition with a NULL value or a value holding any character is told apart."""
         if self.layout.flat:
             column = self.layout.kept[0][1]
             values = ", ".join(sql_string(str(f[column])) for f in fine)
             return self._union(f"{quote_identifier(column)} IN ({values})", None)
         columns = [source for _, source in self.layout.kept]
-        joined = [SEPARATOR.join(str(f[c]) for c in columns) for f in fine]
-        if any(str(f[c]).count(SEPARATOR) for f in fine for c in columns):
-            return None
-        key = f"concat_ws({sql_string(SEPARATOR)}, {', '.join(quote_identifier(c) for c in columns)})"
-        values = ", ".join(sql_string(j) for j in joined)
+        key = f"({', '.join(quote_identifier(c) for c in columns)})"
+        values = ", ".join("(" + ", ".join(sql_string(str(f[c])) for c in columns) + ")" for f in fine)
         return self._union(f"{self._coarse(spec)} AND {key} IN ({values})", None)
 
     def fits(self, spec: dict[str, str], fine: Sequence[dict[str, str | None]]) -> bool:
-        text = self.switched(spec, fine)
-        return text is not None and len(text) <= VIEW_TEXT_LIMIT
+        return len(self.switched(spec, fine)) <= VIEW_TEXT_LIMIT
