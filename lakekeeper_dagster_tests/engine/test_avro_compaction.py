@@ -16,6 +16,7 @@ import pytest
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.eligibility import refusal
+from lakekeeper_dagster.engine.hive.model import escape_partition_value
 from lakekeeper_dagster.engine.ops.archive import archive_table
 from lakekeeper_dagster.engine.ops.audit import verify_against_backup
 from lakekeeper_dagster.engine.ops.compaction import compact_table
@@ -115,12 +116,15 @@ def _bytes(directory: Path) -> dict[str, bytes]:
 
 @pytest.mark.cluster  # the content check decodes on the executors (fastavro there)
 def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, data_dir, tmp_path):
-    dates = ["2024-01-01", "2024-01-02"]
+    dates = ["2024-01-01", "2024-01-02 10:00"]  # the second's directory is escaped: `date=2024-01-02 10%3A00`
     table = _table(spark, database, "events", data_dir, _literal(V1), dates)
     for date in dates:
         files = [(V1, "null", _records(0, 3)), (V1, "null", _records(3, 4)), (V1, "null", _records(7, 1))]
-        _write(data_dir / f"date={date}", [*files, (V1, "deflate", _records(8, 2)), (V1, "deflate", _records(10, 2))])
-    originals = {date: _bytes(data_dir / f"date={date}") for date in dates}
+        _write(
+            data_dir / f"date={escape_partition_value(date)}",
+            [*files, (V1, "deflate", _records(8, 2)), (V1, "deflate", _records(10, 2))],
+        )
+    originals = {date: _bytes(data_dir / f"date={escape_partition_value(date)}") for date in dates}
     rows, resolved = _hive_rows(spark, table), _resolved(data_dir / "date=2024-01-01", V1)
     assert len(rows) == 24 and len(resolved) == 12
 
@@ -132,9 +136,9 @@ def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, da
     assert all(r.rows_before == r.rows_after == 12 and r.checksum_before == r.checksum_after for r in results)
     assert _hive_rows(spark, table) == rows
     for date in dates:
-        outputs = data_files(data_dir / f"date={date}")
+        outputs = data_files(data_dir / f"date={escape_partition_value(date)}")
         assert len(outputs) == 2  # one per codec: the blocks are copied, never recompressed
-        assert _resolved(data_dir / f"date={date}", V1) == resolved
+        assert _resolved(data_dir / f"date={escape_partition_value(date)}", V1) == resolved
         for output in outputs:
             with open(output, "rb") as stream:
                 reader = fastavro.reader(stream)
@@ -147,7 +151,7 @@ def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, da
     assert all(u.codecs_after == ("deflate", "null") and u.statistics["numFiles"][1] == "2" for u in diff.units)
 
     assert len(rollback_table(spark, database, "events")) == 2  # the originals back, byte for byte
-    assert {date: _bytes(data_dir / f"date={date}") for date in dates} == originals
+    assert {date: _bytes(data_dir / f"date={escape_partition_value(date)}") for date in dates} == originals
     assert _hive_rows(spark, table) == rows
 
 
