@@ -74,7 +74,11 @@ def _append(spark: SparkSession, header: AvroHeader, inputs: list[DataFile], out
         for file in inputs:
             source = java.org.apache.hadoop.fs.Path(file.path)
             opened = source.getFileSystem(conf).open(source)
-            stream = avro.file.DataFileStream(opened, avro.generic.GenericDatumReader())
+            try:
+                stream = avro.file.DataFileStream(opened, avro.generic.GenericDatumReader())
+            except Exception:
+                opened.close()  # no longer an Avro file: the stream was never handed over
+                raise
             try:
                 writer.appendAllFrom(stream, False)
             finally:

@@ -35,9 +35,12 @@ def read_header(spark: SparkSession, path: str) -> AvroHeader:
     """The header of the Avro container file at `path` (the JVM's Avro library; a non-Avro file raises)."""
     java = jvm(spark)
     location = java.org.apache.hadoop.fs.Path(path)
-    stream = java.org.apache.avro.file.DataFileStream(
-        location.getFileSystem(hadoop_conf(spark)).open(location), java.org.apache.avro.generic.GenericDatumReader()
-    )
+    opened = location.getFileSystem(hadoop_conf(spark)).open(location)
+    try:
+        stream = java.org.apache.avro.file.DataFileStream(opened, java.org.apache.avro.generic.GenericDatumReader())
+    except Exception:
+        opened.close()  # not an Avro file: the stream was never handed over
+        raise
     try:
         keys = sorted(str(k) for k in stream.getMetaKeys() if not str(k).startswith(RESERVED_META))
         return AvroHeader(
