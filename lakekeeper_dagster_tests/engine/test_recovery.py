@@ -30,6 +30,9 @@ from lakekeeper_dagster_tests.tables import (
 
 COMPACTION_POINTS = ["written", "backed_up", "swapping", "retired", "installed_dir", "installed", "committed"]
 SWAP_BEGUN = {"swapping", "retired", "installed_dir", "installed", "committed"}
+# The journal, swap and recovery never look inside the files: every step is killed with Parquet; ORC at one step of
+# each phase (staged, mid-swap, committed), which keeps CI's time (each case starts a JVM) within its budget.
+ORC_POINTS = ["written", "swapping", "committed"]
 
 
 def unit_dirs(root, partitioned: bool):
@@ -44,7 +47,10 @@ ON_CLUSTER = ("orc", "partitioned", "swapping")  # the driver killed mid-swap, i
     ("fmt", "layout", "point"),
     [
         pytest.param(*case, marks=[pytest.mark.cluster] if case == ON_CLUSTER else [])
-        for case in itertools.product(["parquet", "orc"], ["flat", "partitioned"], COMPACTION_POINTS)
+        for case in [
+            *itertools.product(["parquet"], ["flat", "partitioned"], COMPACTION_POINTS),
+            *itertools.product(["orc"], ["flat", "partitioned"], ORC_POINTS),
+        ]
     ],
 )
 def test_compaction_killed_at_every_step_is_recovered(
