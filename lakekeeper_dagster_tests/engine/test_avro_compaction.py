@@ -114,7 +114,6 @@ def _bytes(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in data_files(directory)}
 
 
-@pytest.mark.cluster  # the content check decodes on the executors (fastavro there)
 def test_avro_with_a_schema_literal_compacts_block_for_block(spark, database, data_dir, tmp_path):
     dates = ["2024-01-01", "2024-01-02 10:00"]  # the second's directory is escaped: `date=2024-01-02 10%3A00`
     table = _table(spark, database, "events", data_dir, _literal(V1), dates)
