@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.fs.storage import DataFile, child
-from lakekeeper_dagster.engine.rewrite.avrofiles import AvroHeader, avro_fingerprints, read_header
+from lakekeeper_dagster.engine.rewrite.avrofiles import AvroHeader, avro_fingerprints, open_stream, read_header
 from lakekeeper_dagster.engine.rewrite.fingerprint import combine
 from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome
 from spark_resources.py4j import hadoop_conf, java_cause, job_description, jvm
@@ -72,13 +72,7 @@ def _append(spark: SparkSession, header: AvroHeader, inputs: list[DataFile], out
     writer.create(avro.Schema.Parser().parse(header.schema), fs.create(location, False))
     try:
         for file in inputs:
-            source = java.org.apache.hadoop.fs.Path(file.path)
-            opened = source.getFileSystem(conf).open(source)
-            try:
-                stream = avro.file.DataFileStream(opened, avro.generic.GenericDatumReader())
-            except Exception:
-                opened.close()  # no longer an Avro file: the stream was never handed over
-                raise
+            stream = open_stream(spark, file.path)
             try:
                 writer.appendAllFrom(stream, False)
             finally:

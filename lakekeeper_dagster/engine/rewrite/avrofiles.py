@@ -11,7 +11,7 @@ record lost, doubled, changed or read under another schema changes the sum. File
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, combine
 from spark_resources.py4j import hadoop_conf, jvm
@@ -31,16 +31,22 @@ class AvroHeader:
     metadata: tuple[tuple[str, bytes], ...]
 
 
-def read_header(spark: SparkSession, path: str) -> AvroHeader:
-    """The header of the Avro container file at `path` (the JVM's Avro library; a non-Avro file raises)."""
+def open_stream(spark: SparkSession, path: str) -> Any:
+    """An Avro `DataFileStream` over the file at `path`, its header read (a non-Avro file raises, nothing left open);
+    the caller closes it."""
     java = jvm(spark)
     location = java.org.apache.hadoop.fs.Path(path)
     opened = location.getFileSystem(hadoop_conf(spark)).open(location)
     try:
-        stream = java.org.apache.avro.file.DataFileStream(opened, java.org.apache.avro.generic.GenericDatumReader())
+        return java.org.apache.avro.file.DataFileStream(opened, java.org.apache.avro.generic.GenericDatumReader())
     except Exception:
         opened.close()  # not an Avro file: the stream was never handed over
         raise
+
+
+def read_header(spark: SparkSession, path: str) -> AvroHeader:
+    """The header of the Avro container file at `path` (the JVM's Avro library; a non-Avro file raises)."""
+    stream = open_stream(spark, path)
     try:
         keys = sorted(str(k) for k in stream.getMetaKeys() if not str(k).startswith(RESERVED_META))
         return AvroHeader(
