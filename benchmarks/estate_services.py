@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -225,12 +226,18 @@ def _gap(start: float | None, end: float | None) -> float | None:
 
 
 LISTED = " unit(s) listed, "  # the observation job's line per table, written once every unit is listed
+# The observation job's line with its phases before any observation: metastore read, partition sync, file listing.
+PHASES = re.compile(
+    r"^(\d+) unit\(s\) of \d+ table\(s\): ([\d.]+)s to read .*, ([\d.]+)s to sync .*, ([\d.]+)s to list "
+)
 
 
 def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
-    """The run's event-log records by type (a plain log line counts as LOG_MESSAGE) and the timeline marks."""
+    """The run's event-log records by type (a plain log line counts as LOG_MESSAGE), the timeline marks and the
+    observation job's phase times (metastore read, partition sync, listing)."""
     counts: Counter = Counter()
     marks: dict[str, float] = {}
+    figures: dict[str, float] = {}
     cursor = None
     while True:
         connection = instance.get_records_for_run(run_id, cursor=cursor, limit=10_000)
@@ -246,6 +253,10 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
                 marks.setdefault("process", entry.timestamp)
             elif kind == "LOG_MESSAGE" and LISTED in entry.user_message:
                 marks.setdefault("listed", entry.timestamp)  # the first table's line: every unit was listed
+            elif kind == "LOG_MESSAGE" and (phases := PHASES.match(entry.user_message)):
+                units, read, sync, listing = phases.groups()
+                figures.update(units=int(units), metastore_read_s=float(read), partition_sync_s=float(sync))
+                figures["listing_s"] = float(listing)
             elif kind == dg.DagsterEventType.RUN_START.value:
                 marks["start"] = entry.timestamp
             elif kind in RUN_ENDS:
@@ -254,7 +265,7 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
         if not connection.has_more:
             break
     events = sum(n for kind, n in counts.items() if kind != UNPARTITIONED)
-    return {"events": events, "events_by_type": dict(counts.most_common()), "_marks": marks}
+    return {"events": events, "events_by_type": dict(counts.most_common()), "_marks": marks, **figures}
 
 
 def instance_bytes(home: Path, postgres_url: str | None) -> dict:

@@ -25,6 +25,7 @@ its summary (`partitions: 1`) every run.
 """
 
 import json
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -133,10 +134,12 @@ def build_observe_job(
         """Record each partition's (or unpartitioned table's) data file count, bytes, average and median size when
         they changed, and each table's summary."""
         instance = context.instance
+        started = time.monotonic()
         with engine_failures():
             session = spark.spark_session
             units = current_units(session, tables, context.log.warning)
         observed = [info for info in tables if info.qualified_name in units]
+        read = time.monotonic()
         for info in observed:
             if info.is_partitioned:
                 hive = [unit.partition for unit in units[info.qualified_name]]
@@ -145,9 +148,15 @@ def build_observe_job(
                     context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
         locations = [unit.location for table in units.values() for unit in table]
         thresholds = settings.thresholds()
+        synced = time.monotonic()
         with engine_failures():
             what = f"observe {len(tables)} table(s)"
             listing = list_directories(session, locations, what, thresholds.min_file_bytes)
+        context.log.info(
+            f"{len(locations)} unit(s) of {len(observed)} table(s): {read - started:.1f}s to read them from the "
+            f"metastore (Spark session included), {synced - read:.1f}s to sync the dynamic partitions, "
+            f"{time.monotonic() - synced:.1f}s to list their directories"
+        )
         overlapped: list[str] = []
         for info in observed:
             plans = plan_listed(units[info.qualified_name], listing, thresholds)
