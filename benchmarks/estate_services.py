@@ -230,6 +230,7 @@ LISTED = " unit(s) listed, "  # the observation job's line per table, written on
 PHASES = re.compile(
     r"^(\d+) unit\(s\) of \d+ table\(s\): ([\d.]+)s to read .*, ([\d.]+)s to sync .*, ([\d.]+)s to list "
 )
+PHASE_FIGURES = ("metastore_read_s", "partition_sync_s", "listing_s")
 
 
 def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
@@ -237,7 +238,7 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
     observation job's phase times (metastore read, partition sync, listing)."""
     counts: Counter = Counter()
     marks: dict[str, float] = {}
-    figures: dict[str, float] = {}
+    figures: dict[str, float] = {}  # the observation job's phase times, from its line
     cursor = None
     while True:
         connection = instance.get_records_for_run(run_id, cursor=cursor, limit=10_000)
@@ -254,9 +255,8 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
             elif kind == "LOG_MESSAGE" and LISTED in entry.user_message:
                 marks.setdefault("listed", entry.timestamp)  # the first table's line: every unit was listed
             elif kind == "LOG_MESSAGE" and (phases := PHASES.match(entry.user_message)):
-                units, read, sync, listing = phases.groups()
-                figures.update(units=int(units), metastore_read_s=float(read), partition_sync_s=float(sync))
-                figures["listing_s"] = float(listing)
+                units, *seconds = phases.groups()
+                figures = {"units": int(units), **dict(zip(PHASE_FIGURES, map(float, seconds), strict=True))}
             elif kind == dg.DagsterEventType.RUN_START.value:
                 marks["start"] = entry.timestamp
             elif kind in RUN_ENDS:
