@@ -48,7 +48,10 @@ class SensorThresholds(StrictModel):
         default=3600, ge=0, description="Do not re-request a partition whose compaction failed this recently."
     )
     max_observations_per_tick: int = Field(
-        default=20000, ge=1, description="Observations read per tick; the cursor pages through the rest."
+        default=2000,
+        ge=1,
+        description="Observations read per tick at most (each costs the event log about 1 ms to read and decode: a "
+        "tick's time); the cursor pages through the rest.",
     )
 
 

@@ -374,6 +374,26 @@ def test_observe_sensor_compact_observe_again(spark, metastore, database, tables
         assert tick(defs, instance, cursor).run_requests == []
 
 
+def test_a_tick_reads_at_most_its_budget_and_the_next_ones_read_on(spark, metastore, database, tables):
+    """sensor.max_observations_per_tick bounds a tick's event-log read (its time): with a budget of one observation
+    the cursor pages through the records a tick at a time, and every partition needing compaction is requested once."""
+    defs = definitions(spark, metastore, database, max_observations_per_tick=1)
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        cursor, requested, ticks = None, [], 0
+        while ticks < 20:
+            result = tick(defs, instance, cursor)
+            ticks += 1
+            requested += [r.partition_key for r in result.run_requests]
+            if result.cursor == cursor:
+                break
+            cursor = result.cursor
+        assert requested == [NAMES[0], NAMES[2]]
+        assert ticks >= 5  # ev's four partitions and its summary, one a tick
+        everything = tick(definitions(spark, metastore, database, max_partitions_per_run=1), instance)
+        assert [r.partition_key for r in everything.run_requests] == [NAMES[0], NAMES[2]]  # in one tick
+
+
 def test_one_run_compacts_exactly_the_requested_partitions_of_its_range(spark, metastore, database, tables):
     defs = definitions(spark, metastore, database)
     before = rows_of(spark, f"{database}.ev")
