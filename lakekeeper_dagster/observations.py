@@ -3,9 +3,11 @@ run (its partitions, files, small files, backlog and bytes, numeric: the UI plot
 
 What was recorded last is a *fingerprint* per table in the instance's key-value store (`run_storage` cursor values,
 the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
-[files, bytes, small files, needs compaction]. Read and written a table at a time (memory: the largest table's
-fingerprint, besides the run's listing), instead of the event log's newest observation of each partition (17,520
-records a table to read and deserialize each run at the estate). It never claims more than the event log holds:
+[files, bytes, small files, needs compaction]; beside it the table's backlog (how many of those need compaction), all
+the sensor reads of it each tick (a fingerprint is 17,520 entries a table at the estate). The fingerprint is read and
+written a table at a time (memory: the largest table's fingerprint, besides the run's listing),
+instead of the event log's newest observation of each partition (17,520 records a table to read and deserialize each
+run at the estate). It never claims more than the event log holds:
 
 - a table's is written only after every observation of that table was yielded (Dagster stores an event before the
   op resumes), so a run that fails or dies before it leaves that table's previous fingerprint, and the next run
@@ -50,6 +52,7 @@ KIND = "lakekeeper/kind"
 SUMMARY = "summary"  # KIND of a table's summary observation
 BACKLOG = "backlog"
 FINGERPRINT_KEY = "lakekeeper/observed/"  # + the asset key: the table's fingerprint in the key-value store
+BACKLOG_KEY = "lakekeeper/backlog/"  # + the asset key: how many units of the table's last kept fingerprint need it
 EXECUTING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 UNFINISHED = [*EXECUTING, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 
@@ -108,10 +111,21 @@ def read_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str
 
 
 def without_backlog(instance: dg.DagsterInstance, keys: Sequence[dg.AssetKey]) -> set[dg.AssetKey]:
-    """The assets whose last kept fingerprint has no unit needing compaction, in one key-value read for all."""
-    names = {FINGERPRINT_KEY + key.to_user_string(): key for key in keys}
+    """The assets whose last kept figures have no unit needing compaction, in one key-value read for all (a table
+    observed only before the backlog was kept beside its fingerprint is not among them: the sensor reads its events)."""
+    names = {BACKLOG_KEY + key.to_user_string(): key for key in keys}
     kept = instance.run_storage.get_cursor_values(set(names))
-    return {names[name] for name, text in kept.items() if not any(f[NEEDS] for f in json.loads(text).values())}
+    return {names[name] for name, backlog in kept.items() if int(backlog) == 0}
+
+
+def keep_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey, figures: dict[str, list]) -> None:
+    """Keep a table's figures as the last recorded: its backlog first, then its fingerprint (a process killed
+    between the two leaves the older fingerprint, so the next run records again what changed; the backlog is already
+    that of the observations in the event log)."""
+    backlog = sum(1 for f in figures.values() if f[NEEDS])
+    instance.run_storage.set_cursor_values({BACKLOG_KEY + key.to_user_string(): str(backlog)})
+    text = json.dumps(figures, separators=(",", ":"))
+    instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): text})
 
 
 def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -174,8 +188,7 @@ def build_observe_job(
             fail_point("observations_recorded")
             overlapped = overlapped or overlapping_runs(instance, context.run_id)
             if not overlapped:
-                text = json.dumps(now, separators=(",", ":"))
-                instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): text})
+                keep_fingerprint(instance, key, now)
             missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]
             context.log.info(
                 f"{info.qualified_name}: {len(plans)} unit(s) listed, {changed} changed and recorded, "

@@ -10,7 +10,7 @@ import pytest
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.model import partition_clause
-from lakekeeper_dagster.observations import OBSERVE_JOB
+from lakekeeper_dagster.observations import BACKLOG_KEY, FINGERPRINT_KEY, OBSERVE_JOB, without_backlog
 from lakekeeper_dagster.sensors import MAX_RETRIES, RETRY_TAG, SENSOR_NAME, TABLE_TAG, execute_request
 from lakekeeper_dagster_tests.engine.test_keep_large import P1, P2, identity, mixed_table
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
@@ -392,6 +392,42 @@ def test_a_tick_reads_at_most_its_budget_and_the_next_ones_read_on(spark, metast
         assert ticks >= 5  # ev's four partitions and its summary, one a tick
         everything = tick(definitions(spark, metastore, database, max_partitions_per_run=1), instance)
         assert [r.partition_key for r in everything.run_requests] == [NAMES[0], NAMES[2]]  # in one tick
+
+
+def test_a_tick_reads_no_event_of_a_table_whose_last_figures_have_no_backlog(
+    spark, metastore, database, tables, monkeypatch
+):
+    """The observation run keeps each table's backlog beside its fingerprint (equal to its summary's); a tick reads
+    those counts only, and the event log of the tables with a backlog (its time does not grow with partitions)."""
+    make_table(spark, database, "big", tables / "big", partitions=DAYS[:2], files=1)
+    defs = definitions(spark, metastore, database, max_partitions_per_run=1)
+    with dg.instance_for_test() as instance:
+        summaries = run_observation(defs, instance, summaries=True)
+        keys = {table: asset_key(database, table) for table in ("ev", "flat", "big")}
+        kept = instance.run_storage.get_cursor_values({BACKLOG_KEY + k.to_user_string() for k in keys.values()})
+        assert {t: int(kept[BACKLOG_KEY + k.to_user_string()]) for t, k in keys.items()} == {
+            t: summaries[(t, None)]["backlog"] for t in keys
+        }
+        assert summaries[("big", None)]["backlog"] == 0 and summaries[("ev", None)]["backlog"] > 0
+        assert without_backlog(instance, list(keys.values())) == {keys["big"]}
+
+        read = []
+        fetch = instance.fetch_observations
+        monkeypatch.setattr(
+            instance, "fetch_observations", lambda f, *a, **k: read.append(f.asset_key) or fetch(f, *a, **k)
+        )
+        assert [r.partition_key for r in tick(defs, instance).run_requests] == [NAMES[0], NAMES[2]]
+        assert keys["ev"] in read and keys["big"] not in read
+
+
+def test_a_table_observed_before_its_backlog_was_kept_is_read_from_the_event_log():
+    """An instance written by a version that kept only the fingerprint: the table is not taken as without backlog."""
+    key = dg.AssetKey(["hive", "db", "old"])
+    with dg.instance_for_test() as instance:
+        instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): '{"p=1":[7,70,7,false]}'})
+        assert without_backlog(instance, [key]) == set()
+        instance.run_storage.set_cursor_values({BACKLOG_KEY + key.to_user_string(): "0"})
+        assert without_backlog(instance, [key]) == {key}
 
 
 def test_one_run_compacts_exactly_the_requested_partitions_of_its_range(spark, metastore, database, tables):
