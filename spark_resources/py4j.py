@@ -6,6 +6,7 @@ Everything else calls these functions instead of reaching into `spark._jvm`, `sp
 
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,15 @@ def scala_seq(seq: Any) -> list:
     while iterator.hasNext():
         items.append(iterator.next())
     return items
+
+
+def as_python(spark: SparkSession, value: Any) -> Any:
+    """A JVM value (Scala collections and case classes too) as Python data: serialized to JSON by Jackson with its
+    Scala module (both in Spark's jars) in one call, instead of a py4j round trip per element and field."""
+    java = jvm(spark)
+    mapper = java.com.fasterxml.jackson.databind.ObjectMapper()
+    mapper.registerModule(getattr(getattr(java.com.fasterxml.jackson.module.scala, "DefaultScalaModule$"), "MODULE$"))
+    return json.loads(mapper.writeValueAsString(value))
 
 
 def scala_list(spark: SparkSession, items: list) -> Any:

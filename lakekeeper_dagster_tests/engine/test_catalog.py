@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from lakekeeper_dagster.engine.hive.catalog import CatalogError, find_partition, list_partitions, read_table
+from lakekeeper_dagster.engine.hive.catalog import (
+    CatalogError,
+    find_partition,
+    list_partitions,
+    path_string,
+    read_table,
+)
 from lakekeeper_dagster.engine.hive.model import HIVE_DEFAULT_PARTITION, partition_clause, partition_name
 
 AWKWARD_VALUES = ["a/b=c:d", "it's é", "sp ace", "per%cent", "日本"]
@@ -53,6 +59,54 @@ def test_partitions_with_escaped_values_and_custom_location(spark, database, dat
         rows = spark.sql(f"SELECT id FROM {database}.p WHERE k = '{value.replace(chr(39), chr(92) + chr(39))}'")
         assert [r.id for r in rows.collect()] == [i]
         assert part.spec == {"k": value}
+
+
+URIS = [
+    "file:/tmp/t/k=a%252Fb%253Dc%253Ad",
+    "file:/tmp/t/sp%20ace/it's%20%C3%A9/日本",
+    "file:///tmp/t/empty-authority",
+    "hdfs://nameservice1/warehouse/t/dt=2024010100",
+    "hdfs://nn.example.com:8020/warehouse/t/%23hash/%3Fquestion/trailing/",
+    "file:/tmp/t/./dot/../dotdot",
+    "file:/tmp/t//double",
+    "hdfs://nn/%E6%97%A5",
+    "relative/path",
+]
+
+
+def test_location_strings_are_the_jvm_s_own(spark):
+    """Partition locations are turned into strings in Python for the plain URIs the metastore gives (and through the
+    JVM for the others): every one equals Hadoop's `new Path(new URI(uri)).toString()`."""
+    java = spark._jvm
+    for uri in URIS:
+        assert path_string(spark, uri) == str(java.org.apache.hadoop.fs.Path(java.java.net.URI(uri)).toString()), uri
+
+
+def test_partitions_read_in_one_document_match_the_jvm_s_objects(spark, database, data_dir, tmp_path):
+    """Every partition's values and location as the per-partition JVM objects give them: awkward values, a NULL,
+    custom locations with spaces, escapes, non-ASCII characters and a `..` segment."""
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {database}.q (id INT) PARTITIONED BY (k STRING, n STRING) STORED AS PARQUET "
+        f"LOCATION '{data_dir.as_uri()}'"
+    )
+    for i, value in enumerate(AWKWARD_VALUES):
+        spark.sql(f"ALTER TABLE {database}.q ADD {partition_clause({'k': value, 'n': str(i)})}")
+    spark.sql(f"INSERT INTO {database}.q PARTITION (k, n) VALUES (100, NULL, 'x')")
+    for i, place in enumerate(["sp ace/é", "per%25cent", "a/../b", "x#y"]):
+        location = f"file:{tmp_path}/{place}"
+        spark.sql(f"ALTER TABLE {database}.q ADD PARTITION (k='custom', n='{i}') LOCATION '{location}'")
+    info = read_table(spark, database, "q")
+    java = spark._jvm
+    catalog = spark._jsparkSession.sharedState().externalCatalog()
+    iterator = catalog.listPartitions(database, "q", java.scala.Option.empty()).iterator()
+    expected = []
+    while iterator.hasNext():
+        partition = iterator.next()
+        spec = {c: partition.spec().apply(c) for c in ("k", "n")}
+        expected.append((spec, str(java.org.apache.hadoop.fs.Path(partition.location()).toString())))
+    found = [(p.spec, p.location) for p in list_partitions(spark, info)]
+    assert len(found) == len(AWKWARD_VALUES) + 1 + 4
+    assert sorted(found, key=repr) == sorted(expected, key=repr)
 
 
 def test_skip_reasons(spark, database, data_dir):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.hive.model import HIVE_DEFAULT_PARTITION, Column, TableInfo, Unit, quote_identifier
-from spark_resources.py4j import external_catalog, jvm, scala_list, scala_seq
+from spark_resources.py4j import as_python, external_catalog, jvm, scala_list, scala_seq
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,23 +88,40 @@ def read_table(spark: SparkSession, database: str, table: str) -> TableInfo:
 
 
 def list_partitions(spark: SparkSession, info: TableInfo) -> list[Unit]:
-    """Every partition of a partitioned table with its raw values and its own location, in name order."""
+    """Every partition of a partitioned table with its raw values and its own location, in name order.
+
+    One metastore call, and the partitions come to Python as one JSON document (`as_python`): a py4j round trip per
+    partition and field took 1.5 ms a partition, minutes for the 350,400 partitions of 20 two-year hourly tables."""
     if not info.is_partitioned:
         return []
-    java = jvm(spark)
-    hadoop_path = java.org.apache.hadoop.fs.Path  # looked up once: each py4j lookup is a round trip
-    partitions = external_catalog(spark).listPartitions(info.database, info.name, java.scala.Option.empty())
+    partitions = external_catalog(spark).listPartitions(info.database, info.name, jvm(spark).scala.Option.empty())
     result = []
-    for partition in scala_seq(partitions):  # a few py4j calls per partition, none per file
-        spec_map = partition.spec()
-        spec = {column: _optional_str(spec_map.apply(column)) for column in info.partition_columns}
-        location = str(hadoop_path(partition.location()).toString())
-        result.append(Unit(spec=spec, location=location))
+    for partition in as_python(spark, partitions):
+        spec = {column: partition["spec"][column] for column in info.partition_columns}
+        result.append(Unit(spec=spec, location=path_string(spark, partition["storage"]["locationUri"])))
     return sorted(result, key=lambda p: p.partition)
 
 
-def _optional_str(value) -> str | None:
-    return None if value is None else str(value)
+# A location URI as Spark makes them from the metastore's strings (`new Path(string).toUri()`): scheme, authority
+# (perhaps empty), an absolute path; no query or fragment, nothing escaped in the authority.
+_PLAIN_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(?://([^/?#%]*))?(/[^?#]*)")
+
+
+def path_string(spark: SparkSession, uri: str) -> str:
+    """`new Path(new URI(uri)).toString()`, Spark's location string of a partition: for a plain URI whose path
+    `URI.normalize()` leaves alone (no `.` or `..` segment, no `//`), its scheme, its authority when not empty, and its
+    path with the %-escapes decoded as `URI.getPath()` does (UTF-8); any other URI through the JVM."""
+    plain = _PLAIN_URI.fullmatch(uri)
+    if plain:
+        scheme, authority, path = plain.groups()
+        segments = path.split("/")
+        if "." not in segments and ".." not in segments and "//" not in path:
+            try:
+                return f"{scheme}:" + (f"//{authority}" if authority else "") + unquote(path, errors="strict")
+            except UnicodeDecodeError:  # not UTF-8 escapes: the JVM decides
+                pass
+    java = jvm(spark)
+    return str(java.org.apache.hadoop.fs.Path(java.java.net.URI(uri)).toString())
 
 
 def table_units(spark: SparkSession, info: TableInfo) -> list[Unit]:
