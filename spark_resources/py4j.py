@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -46,12 +47,22 @@ def scala_seq(seq: Any) -> list:
     return items
 
 
-def as_python(spark: SparkSession, value: Any) -> Any:
+def as_python(spark: SparkSession, value: Any, leave_out: Mapping[str, Sequence[str]] | None = None) -> Any:
     """A JVM value (Scala collections and case classes too) as Python data: serialized to JSON by Jackson with its
-    Scala module (both in Spark's jars) in one call, instead of a py4j round trip per element and field."""
+    Scala module (both in Spark's jars) in one call, instead of a py4j round trip per element and field.
+
+    `leave_out` maps a JVM class name to the properties of its objects not serialized (the document is held whole
+    in the JVM and in Python: leave out what can be large and is not read)."""
     java = jvm(spark)
     mapper = java.com.fasterxml.jackson.databind.ObjectMapper()
     mapper.registerModule(getattr(getattr(java.com.fasterxml.jackson.module.scala, "DefaultScalaModule$"), "MODULE$"))
+    ignorals = java.com.fasterxml.jackson.annotation.JsonIgnoreProperties.Value
+    for class_name, properties in (leave_out or {}).items():
+        names = gateway(spark).new_array(java.java.lang.String, len(properties))
+        for i, name in enumerate(properties):
+            names[i] = name
+        override = mapper.configOverride(java.java.lang.Class.forName(class_name))
+        override.setIgnorals(ignorals.forIgnoredProperties(names))
     return json.loads(mapper.writeValueAsString(value))
 
 

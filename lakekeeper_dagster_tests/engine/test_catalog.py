@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from lakekeeper_dagster.engine.hive import catalog
 from lakekeeper_dagster.engine.hive.catalog import (
+    UNREAD_PARTITION_FIELDS,
     CatalogError,
     find_partition,
     list_partitions,
+    partition_unit,
     path_string,
     read_table,
 )
-from lakekeeper_dagster.engine.hive.model import HIVE_DEFAULT_PARTITION, partition_clause, partition_name
+from lakekeeper_dagster.engine.hive.model import HIVE_DEFAULT_PARTITION, TableInfo, partition_clause, partition_name
+from spark_resources.py4j import as_python
 
 AWKWARD_VALUES = ["a/b=c:d", "it's é", "sp ace", "per%cent", "日本"]
 
@@ -70,6 +74,17 @@ URIS = [
     "file:/tmp/t/./dot/../dotdot",
     "file:/tmp/t//double",
     "hdfs://nn/%E6%97%A5",
+    "hdfs://u@nn:8020/a%2Fb",
+    "HDFS://NN/x",
+    "hdfs://[::1]:8020/x",
+    "file:/a%25b",
+    "file:/%C2%A0nbsp",
+    "file:/%F0%9F%98%80",
+    "file:/a+b;c=d,e@f$g",
+    "file:/",
+    "/warehouse/t/no%20scheme",
+    "file:/%C3",
+    "file:/%FF%FE",
     "relative/path",
 ]
 
@@ -80,6 +95,48 @@ def test_location_strings_are_the_jvm_s_own(spark):
     java = spark._jvm
     for uri in URIS:
         assert path_string(spark, uri) == str(java.org.apache.hadoop.fs.Path(java.java.net.URI(uri)).toString()), uri
+
+
+def test_plain_locations_are_made_without_the_jvm(spark, monkeypatch):
+    """The plain URIs (all a metastore gives in practice) cost no py4j call; the others still go to the JVM."""
+    jvm_made = ["file:/tmp/t/./dot/../dotdot", "file:/tmp/t//double", "file:/%C3", "file:/%FF%FE", "relative/path"]
+    expected = {uri: path_string(spark, uri) for uri in URIS}
+
+    def no_jvm(_spark):
+        raise AssertionError("went to the JVM")
+
+    monkeypatch.setattr(catalog, "jvm", no_jvm)
+    for uri in URIS:
+        if uri in jvm_made:
+            with pytest.raises(AssertionError, match="went to the JVM"):
+                path_string(spark, uri)
+        else:
+            assert path_string(spark, uri) == expected[uri], uri
+
+
+def test_a_partition_without_a_location_is_refused_by_name(spark):
+    info = TableInfo("db", "t", "EXTERNAL", "hive", None, None, None, "file:/w/t", (), ("dt",))
+    with pytest.raises(CatalogError, match=r"partition dt=2024 of db\.t has no location in the metastore"):
+        partition_unit(spark, info, {"spec": {"dt": "2024"}, "storage": {"locationUri": None}})
+
+
+def test_partitions_come_without_the_fields_not_read(spark, database, data_dir):
+    """Each partition's parameters, statistics and SerDe properties (a copied Avro schema can be tens of KB) stay in
+    the JVM: only its values and location are serialized."""
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {database}.heavy (id INT) PARTITIONED BY (k STRING) STORED AS PARQUET "
+        f"LOCATION '{data_dir.as_uri()}'"
+    )
+    spark.sql(f"ALTER TABLE {database}.heavy ADD PARTITION (k='a')")
+    spark.sql(f"ALTER TABLE {database}.heavy PARTITION (k='a') SET SERDEPROPERTIES ('big' = '{'x' * 10_000}')")
+    jvm_catalog = spark._jsparkSession.sharedState().externalCatalog()
+    partitions = jvm_catalog.listPartitions(database, "heavy", spark._jvm.scala.Option.empty())
+    whole = as_python(spark, partitions)
+    assert whole[0]["storage"]["properties"]["big"] == "x" * 10_000 and "parameters" in whole[0]
+    [trimmed] = as_python(spark, partitions, UNREAD_PARTITION_FIELDS)
+    assert set(trimmed) == {"spec", "storage", "createTime", "lastAccessTime"}
+    assert set(trimmed["storage"]) == {"locationUri", "compressed"}
+    assert trimmed["spec"] == {"k": "a"} and trimmed["storage"]["locationUri"].endswith("/k=a")
 
 
 def test_partitions_read_in_one_document_match_the_jvm_s_objects(spark, database, data_dir, tmp_path):
