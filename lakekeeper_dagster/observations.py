@@ -123,7 +123,9 @@ def keep_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey, figures: di
     between the two leaves the older fingerprint, so the next run records again what changed; the backlog is already
     that of the observations in the event log)."""
     backlog = sum(1 for f in figures.values() if f[NEEDS])
+    # Two calls, one key each: SQLite storage inserts all the pairs or, if one exists, updates only the existing ones.
     instance.run_storage.set_cursor_values({BACKLOG_KEY + key.to_user_string(): str(backlog)})
+    fail_point("backlog_kept")
     text = json.dumps(figures, separators=(",", ":"))
     instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): text})
 

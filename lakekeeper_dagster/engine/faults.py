@@ -15,7 +15,8 @@ a recovery can be killed too;
 `LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries, or
 to let a test change files at that moment), after printing `lakekeeper fault: sleeping at <point>` on stderr;
 `LAKEKEEPER_FAULT=fail@<point>` raises `InjectedFault` at a `fail_point(<point>)` (`attributes`: setting the
-attributes of a staged directory or file fails; `observations_recorded`: an observation run fails after recording);
+attributes of a staged directory or file fails; `observations_recorded`: an observation run fails after recording;
+`backlog_kept`: it fails between keeping a table's backlog count and its fingerprint);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification (of every unit;
 `drop-staged-file@<partition>`: of that partition only);
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.

@@ -419,6 +419,16 @@ def test_a_tick_reads_no_event_of_a_table_whose_last_figures_have_no_backlog(
         assert [r.partition_key for r in tick(defs, instance).run_requests] == [NAMES[0], NAMES[2]]
         assert keys["ev"] in read and keys["big"] not in read
 
+        # A run failing between a table's two writes (big is the first table): its backlog count is already the one
+        # of the observations it stored, its fingerprint the older one, so the next run records the change again.
+        write_files(spark, f"file:{tables / 'big' / NAMES[0]}", 6000, 10, 4, "parquet")
+        monkeypatch.setenv("LAKEKEEPER_FAULT", "fail@backlog_kept")
+        failed = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, raise_on_error=False)
+        monkeypatch.delenv("LAKEKEEPER_FAULT")
+        assert not failed.success and observations_of(failed)[("big", NAMES[0])]["needs_compaction"] is True
+        assert without_backlog(instance, list(keys.values())) == set()
+        assert sorted(run_observation(defs, instance)) == [("big", NAMES[0])]
+
 
 def test_a_table_observed_before_its_backlog_was_kept_is_read_from_the_event_log():
     """An instance written by a version that kept only the fingerprint: the table is not taken as without backlog."""
