@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.pure
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("lakekeeper_dagster", "spark_resources")
 MAX_LINES = 400

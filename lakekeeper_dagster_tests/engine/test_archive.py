@@ -284,6 +284,7 @@ def _cli_config(path: Path, table: str) -> Path:
     return config
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_cli_dry_run_then_a_kill_mid_archive_recovered_then_archived(spark, metastore, database, data_dir, tmp_path):
     root = data_dir / "ar"

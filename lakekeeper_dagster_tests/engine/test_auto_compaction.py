@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lakekeeper_dagster.engine.plan.requests import Observed, TableState, plan_tick
+
+pytestmark = pytest.mark.pure
 
 ORDER = [f"date=2024-01-{day:02d}" for day in range(1, 11)]
 

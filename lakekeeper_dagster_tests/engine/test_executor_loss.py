@@ -127,6 +127,7 @@ def children(pids: list[int]) -> list[str]:
     return found
 
 
+@pytest.mark.crash
 @pytest.mark.cluster(only=True)
 @pytest.mark.parametrize("mode", [WriteMode.ONE_JOB, WriteMode.PER_UNIT])
 def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(spark, spark_cluster, database, data_dir, mode):

@@ -122,6 +122,7 @@ def test_cleanup_keeps_the_large_files_and_deletes_only_the_rewritten_originals(
 COMPACTION_KILLS = ["retired", "carrying_kept", "kept_carried"]
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "point"), [("compact", p) for p in COMPACTION_KILLS] + [("rollback", "carrying_kept")]
@@ -152,6 +153,7 @@ def test_a_mixed_partition_killed_at_each_step_of_its_carry_is_recovered(
         assert names == originals and hidden_dirs(data_dir) == []
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_undoing_a_swap_after_part_of_the_carry_loses_no_file(spark, metastore, database, data_dir, tmp_path):
     """Killed with one large file carried into the new data, then the partition written again before recovery: the

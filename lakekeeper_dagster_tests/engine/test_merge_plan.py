@@ -13,6 +13,8 @@ from lakekeeper_dagster.engine.plan.merge import FineCandidate, merge_layout, pl
 from lakekeeper_dagster.engine.plan.merge_view import VIEW_TEXT_LIMIT, UnionView
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 
+pytestmark = pytest.mark.pure
+
 
 def table(partitions: dict[str, str]) -> TableInfo:
     columns = (Column("id", "bigint"), *(Column(c, t) for c, t in partitions.items()))

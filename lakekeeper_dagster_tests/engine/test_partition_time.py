@@ -11,6 +11,8 @@ from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, parse_age
 from lakekeeper_dagster.engine.policies import policy_age
 
+pytestmark = pytest.mark.pure
+
 FLAT = PartitionClock.of({"dt": "%Y%m%d%H"}, "db.flat")
 NESTED = PartitionClock.of({"year": "%Y", "month": "%m", "day": "%d", "hour": "%H"}, "db.nested")
 DAILY = PartitionClock.of({"date": "%Y-%m-%d"}, "db.daily")

@@ -11,6 +11,8 @@ from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, batc
 from lakekeeper_dagster.engine.plan.units import plan_table, plan_unit
 from lakekeeper_dagster.engine.statuses import PlanStatus
 
+pytestmark = pytest.mark.pure
+
 NEEDS_COMPACTION, OK, SKIPPED = PlanStatus.NEEDS_COMPACTION, PlanStatus.OK, PlanStatus.SKIPPED
 
 MB = 1024 * 1024

@@ -44,6 +44,7 @@ def unit_dirs(root, partitioned: bool):
 ON_CLUSTER = ("orc", "partitioned", "swapping")  # the driver killed mid-swap, its executors on the test cluster
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("fmt", "layout", "point"),
@@ -89,6 +90,7 @@ def test_compaction_killed_at_every_step_is_recovered(
     assert rows_of(spark, table) == before
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["swapping", "retired", "installed_dir", "installed", "copy_retired", "committed"])
 def test_rollback_killed_at_every_step_is_recovered(spark, metastore, database, data_dir, tmp_path, point):
@@ -111,6 +113,7 @@ def test_rollback_killed_at_every_step_is_recovered(spark, metastore, database, 
     assert find_backups(spark, database, table) == []
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_cleanup_refuses_while_a_crashed_rollback_still_needs_the_originals(
     spark, metastore, database, data_dir, tmp_path
@@ -162,6 +165,7 @@ def test_a_torn_record_anywhere_in_a_journal_is_skipped_and_the_journal_goes_on(
     ]
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_compaction_killed_while_writing_a_journal_record_is_recovered(spark, metastore, database, data_dir, tmp_path):
     """Killed between a record's temporary write and its rename; a torn record in the middle on top of it."""
@@ -187,6 +191,7 @@ def test_compaction_killed_while_writing_a_journal_record_is_recovered(spark, me
     assert result.status == "compacted" and rows_of(spark, table) == before
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_recovery_killed_mid_roll_forward_and_recovery_without_the_lease_are_safe(
     spark, metastore, database, data_dir, tmp_path

@@ -119,6 +119,7 @@ def test_the_guards_refuse_before_anything_changes(spark, database, data_dir):
 KILL_POINTS = ["dropping", "record_written:unregistered", "unregistered", "dropped"]
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_retention_killed_at_each_journal_step_is_recovered(spark, metastore, database, data_dir, tmp_path, point):
@@ -137,6 +138,7 @@ def test_retention_killed_at_each_journal_step_is_recovered(spark, metastore, da
     assert not any((data_dir / ".lakekeeper-kr" / "journal").iterdir())
 
 
+@pytest.mark.crash
 @pytest.mark.parametrize("point", ["dropping", "unregistered"])
 def test_recover_never_drops_a_partition_re_added_after_the_kill(spark, metastore, database, data_dir, tmp_path, point):
     """Killed with its intent journaled (the partition still registered) or once unregistered: an operator
@@ -159,6 +161,7 @@ def test_recover_never_drops_a_partition_re_added_after_the_kill(spark, metastor
     assert len(data_files(root / "dt=2019041316")) == 2 and rows_of(spark, table) == rows
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_recover_refuses_to_delete_what_was_meant_for_a_trash_that_is_gone(
     spark, metastore, database, data_dir, tmp_path, trash_home
@@ -223,6 +226,7 @@ def test_a_table_that_purges_on_drop_is_refused_unless_skip_trash(spark, databas
     assert rows_of(spark, table) == without(rows, "2019041316", "2019041317")
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_recover_leaves_a_directory_another_partition_was_pointed_at_after_the_kill(
     spark, metastore, database, data_dir, tmp_path

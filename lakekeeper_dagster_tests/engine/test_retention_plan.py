@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 from lakekeeper_dagster.engine.plan.retention import RetentionCandidate, plan_retention
+
+pytestmark = pytest.mark.pure
 
 ROOT = "file:/data/t"
 CLOCK = PartitionClock.of({"dt": "%Y%m%d"}, "db.t")

@@ -193,6 +193,7 @@ def test_file_statistics_describe_the_files_after_a_swap(spark, database, data_d
     assert (parameters["numFiles"], parameters["totalSize"]) == _on_disk(data_dir / "u")
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.parametrize("meanwhile", ["insert overwrite", "attributes fail"])
 def test_recovery_after_a_kill_at_swapping_verifies_the_snapshot_before_rolling_forward(
@@ -221,6 +222,7 @@ def test_recovery_after_a_kill_at_swapping_verifies_the_snapshot_before_rolling_
     assert rows_of(spark, table) == expected
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_staging_gone_after_the_retire_rename_recovery_restores_the_originals(
     spark, metastore, database, data_dir, tmp_path
@@ -243,6 +245,7 @@ def test_staging_gone_after_the_retire_rename_recovery_restores_the_originals(
     assert rows_of(spark, table) == before
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("point", "meanwhile"),

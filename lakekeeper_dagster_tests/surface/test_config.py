@@ -12,6 +12,8 @@ from lakekeeper_dagster.cli import build_parser, config_from_args
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, parse_config
 from lakekeeper_dagster.engine.errors import ConfigError
 
+pytestmark = pytest.mark.pure
+
 
 def write(tmp_path, data) -> str:
     path = tmp_path / "lakekeeper.yaml"

@@ -164,6 +164,7 @@ def _wait_for_start(instance, tmp_path, daemon, run_ids, count: int) -> list[str
     return [e for e in trace(tmp_path) if e[0] == "start"][count - 1]
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_dead_runs_fail_and_free_their_tables_pool(pg_home, tmp_path):
     """Three runs of one table, queued. The first one's worker is SIGKILLed while it is STARTED: its code server marks
