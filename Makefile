@@ -4,14 +4,15 @@ PY := $(VENV)/bin/python
 CLI := $(VENV)/bin/lakekeeper-dagster
 DEMO_DB ?= lakekeeper_demo
 
-.PHONY: venv demo test lint metastore-start metastore-stop ui
+.PHONY: venv demo test test-fast lint metastore-start metastore-stop ui
 
 venv: $(VENV)/.installed
 
+# A new virtualenv (a package left in a reused one would hide a dependency missing from pyproject.toml); pip's download
+# cache (~/.cache/pip, outside the clone) makes a second install quick. The venv's own pip is recent enough for it.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
 demo: venv
@@ -23,17 +24,33 @@ demo: venv
 	$(CLI) history --since 1d
 	for table in lakekeeper_flat lakekeeper_events lakekeeper_events_2p; do $(CLI) diff --table $(DEMO_DB).$$table || exit 1; done
 
-# The second pytest runs the tests marked `cluster` again with Spark on a standalone cluster the suite starts (a Master
-# and two Workers from pyspark's jars; the driver in the test process, as in YARN client mode); it fails if the
-# cluster cannot start.
+# The suite runs in two pytest-xdist workers (one per core; `--dist loadgroup` keeps the Kerberos, PostgreSQL and
+# repository-folder tests together), and beside it the tests marked `cluster` run again with Spark on a standalone
+# cluster (a Master and two Workers from pyspark's jars; the driver in the test process, as in YARN client mode); a
+# cluster that cannot start fails the run. Its output follows the suite's. Each stage prints its wall time.
 # `dg check defs` / `dg list defs`: the code location loads as a dg project (a few seconds, no metastore needed: with
 # none reachable it loads the last stored state or 0 tables, and says so).
-test: venv
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/dg check defs
-	$(VENV)/bin/dg list defs > /dev/null
-	$(PY) -m pytest
-	$(PY) -m pytest --spark-cluster
+STAGE := .ci/stage
+XDIST ?= -n 2 --dist loadgroup
+CLUSTER_LOG := $(VENV)/cluster-tier.log
+# The tests' Spark drivers map a class archive made once per virtualenv (lakekeeper_dagster_tests/jvm.py).
+TEST_CLASSES := $(VENV)/lakekeeper-test-classes.jsa
+$(TEST_CLASSES): $(VENV)/.installed
+	$(STAGE) test-class-archive $(PY) -m lakekeeper_dagster_tests.jvm
+
+test: venv $(TEST_CLASSES)
+	$(STAGE) ruff $(VENV)/bin/ruff check .
+	$(STAGE) dg-check-defs $(VENV)/bin/dg check defs
+	$(STAGE) dg-list-defs sh -c '$(VENV)/bin/dg list defs > /dev/null'
+	$(STAGE) pytest sh -c '$(PY) -m pytest --spark-cluster > $(CLUSTER_LOG) 2>&1 & \
+		$(PY) -m pytest $(XDIST); suite=$$?; wait $$!; tier=$$?; \
+		echo "== the cluster tier (pytest --spark-cluster), run beside the suite:"; cat $(CLUSTER_LOG); \
+		exit $$((suite ? suite : tier))'
+
+# The inner loop (under 5 minutes): the engine's pure tests and its in-process Spark tests, without the crash matrix
+# and the tests that start more JVMs or processes. `make test` runs every tier.
+test-fast: venv $(TEST_CLASSES)
+	$(PY) -m pytest $(XDIST) -m 'not slow and not crash' lakekeeper_dagster_tests/engine
 
 metastore-start: venv
 	$(CLI) metastore start

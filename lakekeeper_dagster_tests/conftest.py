@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 
+from lakekeeper_dagster_tests.jvm import TEST_JVM_FLAGS, submit_args
 from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
 from spark_resources.cluster import SparkCluster
 from spark_resources.metastore import MetastoreServer, free_port
@@ -37,9 +38,24 @@ def pytest_addoption(parser) -> None:
     parser.addoption(CLUSTER_OPTION, action="store_true", help="run the `cluster` tests on a Spark standalone cluster")
 
 
+def pytest_configure(config) -> None:
+    """The test JVMs' flags and class archive (`jvm.py`), for every Spark JVM this run and its subprocesses start."""
+    os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args()
+
+
+# `make test` runs the suite in two pytest-xdist workers (`--dist loadgroup`), each with its own metastore, Spark
+# session and temp dirs. The tests of one session-scoped service run in one worker, which starts it once: the KDC with
+# its Kerberized metastore, PostgreSQL. (Tests that run commands in the repository folder are marked
+# `xdist_group("repository")` where they are.)
+XDIST_GROUPS = {"kdc": "kerberos", "postgres": "postgres"}
+# What a `pure` test may not use: each starts a JVM or a server.
+SERVICE_FIXTURES = {"spark", "metastore", "spark_cluster", "kdc", "kerberized_metastore", "postgres"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
     """On the cluster only the `cluster` tests; locally all but the `cluster(only=True)` ones (deselected, not
-    skipped)."""
+    skipped). Tests of a shared service grouped for xdist (XDIST_GROUPS)."""
     on_cluster = config.getoption(CLUSTER_OPTION)
     keep, drop = [], []
     for item in items:
@@ -49,6 +65,13 @@ def pytest_collection_modifyitems(config, items) -> None:
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    for item in items:
+        services = SERVICE_FIXTURES.intersection(item.fixturenames)
+        if item.get_closest_marker("pure") and services:
+            raise pytest.UsageError(f"{item.nodeid} is marked pure but uses {', '.join(sorted(services))}")
+        group = next((group for fixture, group in XDIST_GROUPS.items() if fixture in item.fixturenames), None)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +103,7 @@ def spark_cluster(request, tmp_path_factory) -> SparkCluster | None:
 def metastore(tmp_path_factory) -> MetastoreServer:
     """A real Derby-backed metastore on a free loopback port, in a temp home."""
     home = tmp_path_factory.mktemp("metastore")
-    server = MetastoreServer(home=home, uri=f"thrift://127.0.0.1:{free_port()}")
+    server = MetastoreServer(home=home, uri=f"thrift://127.0.0.1:{free_port()}", java_options=TEST_JVM_FLAGS)
     server.start()
     yield server
     server.stop()

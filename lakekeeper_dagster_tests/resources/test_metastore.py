@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import textwrap
 
 import pytest
 
+from lakekeeper_dagster_tests.jvm import TEST_JVM_FLAGS
 from lakekeeper_dagster_tests.tables import REPO
 from spark_resources.metastore import MetastoreError, MetastoreServer, free_port, list_databases
 
@@ -36,7 +38,7 @@ SPARK_CLIENT = textwrap.dedent(
 
 @pytest.fixture
 def server(tmp_path) -> MetastoreServer:
-    srv = MetastoreServer(home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{free_port()}")
+    srv = MetastoreServer(home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{free_port()}", java_options=TEST_JVM_FLAGS)
     yield srv
     srv.stop()
 
@@ -58,7 +60,12 @@ def test_start_status_stop_restart_keeps_data(server):
 def test_two_spark_processes_share_it(server, tmp_path):
     server.start()
     warehouse = (tmp_path / "wh").as_uri()
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = {
+        "PYTHONPATH": str(REPO),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYSPARK_SUBMIT_ARGS": os.environ["PYSPARK_SUBMIT_ARGS"],
+    }
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", SPARK_CLIENT, server.uri, warehouse, name, peer],

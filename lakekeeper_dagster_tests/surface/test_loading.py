@@ -205,6 +205,7 @@ LOCATION_QUERY = """{ workspaceOrError { ... on Workspace { locationEntries { na
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("repository")  # runs commands in the repository folder
 def test_make_ui_starts_quietly_and_shows_the_jobs_and_why_nothing_is_managed(tmp_path):
     """`make ui`'s own command (the Makefile's warning filter, the instance settings installed into DAGSTER_HOME,
     the repo's workspace.yaml), with the metastore down and no state: the location loads, every job is there with

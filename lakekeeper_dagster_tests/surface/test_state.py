@@ -237,6 +237,7 @@ def test_a_run_worker_builds_from_the_stored_state_without_jvm_or_metastore(
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("repository")  # runs commands in the repository folder
 def test_dg_refresh_defs_state_stores_the_tables_a_load_then_shows(spark, database, data_dir, location):
     """`dg utils refresh-defs-state` in the project folder (its own JVM reads the metastore), as the README says."""
     make_table(spark, database, "t", data_dir / "t", files=2)
