@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 
-from lakekeeper_dagster_tests.jvm import TEST_JVM_FLAGS, submit_args
+from lakekeeper_dagster_tests.jvm import TEST_METASTORE_FLAGS, submit_args
 from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
 from spark_resources.cluster import SparkCluster
 from spark_resources.metastore import MetastoreServer, free_port
@@ -103,7 +103,7 @@ def spark_cluster(request, tmp_path_factory) -> SparkCluster | None:
 def metastore(tmp_path_factory) -> MetastoreServer:
     """A real Derby-backed metastore on a free loopback port, in a temp home."""
     home = tmp_path_factory.mktemp("metastore")
-    server = MetastoreServer(home=home, uri=f"thrift://127.0.0.1:{free_port()}", java_options=TEST_JVM_FLAGS)
+    server = MetastoreServer(home=home, uri=f"thrift://127.0.0.1:{free_port()}", java_options=TEST_METASTORE_FLAGS)
     server.start()
     yield server
     server.stop()

@@ -22,6 +22,9 @@ import textwrap
 from pathlib import Path
 
 TEST_JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+# The test metastores' Derby commits without syncing its log to disk (Derby's own setting for tests): a throwaway
+# metastore needs no durability across a power loss.
+TEST_METASTORE_FLAGS = [*TEST_JVM_FLAGS, "-Dderby.system.durability=test"]
 ARCHIVE = Path(sys.prefix) / "lakekeeper-test-classes.jsa"
 QUIET_CDS = "-Xlog:cds=off,cds+dynamic=off"
 

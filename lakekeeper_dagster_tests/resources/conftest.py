@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lakekeeper_dagster_tests.jvm import TEST_JVM_FLAGS
+from lakekeeper_dagster_tests.jvm import TEST_METASTORE_FLAGS
 from spark_resources.metastore import MetastoreServer, free_port
 
 REALM = "LAKE.TEST"
@@ -81,7 +81,7 @@ def kerberized_metastore(kdc, tmp_path_factory) -> MetastoreServer:
             "hive.metastore.kerberos.keytab.file": keytab,
         },
         extra_core_site={"hadoop.security.authentication": "kerberos"},
-        java_options=[*TEST_JVM_FLAGS, f"-Djava.security.krb5.conf={kdc.krb5_conf}"],
+        java_options=[*TEST_METASTORE_FLAGS, f"-Djava.security.krb5.conf={kdc.krb5_conf}"],
         plain_thrift=False,  # the server now speaks SASL only; readiness is its open port
     )
     server.start()

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from lakekeeper_dagster_tests.jvm import TEST_JVM_FLAGS
+from lakekeeper_dagster_tests.jvm import TEST_METASTORE_FLAGS
 from lakekeeper_dagster_tests.tables import REPO
 from spark_resources.metastore import MetastoreError, MetastoreServer, free_port, list_databases
 
@@ -38,7 +38,9 @@ SPARK_CLIENT = textwrap.dedent(
 
 @pytest.fixture
 def server(tmp_path) -> MetastoreServer:
-    srv = MetastoreServer(home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{free_port()}", java_options=TEST_JVM_FLAGS)
+    srv = MetastoreServer(
+        home=tmp_path / "ms", uri=f"thrift://127.0.0.1:{free_port()}", java_options=TEST_METASTORE_FLAGS
+    )
     yield srv
     srv.stop()
 
