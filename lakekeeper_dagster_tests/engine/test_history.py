@@ -197,6 +197,7 @@ def test_merge_records_each_period_with_the_copy_figures(spark, database, data_d
     assert record["checksum_before"] == record["checksum_after"] is not None
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_a_run_recovery_finishes_is_recorded_as_recover(
     spark, metastore, database, data_dir, tmp_path, sink, history_db

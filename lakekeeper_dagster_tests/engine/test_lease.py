@@ -21,6 +21,7 @@ from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, make_table, rows_of, run_cli
 
 
+@pytest.mark.slow
 def test_a_held_lease_makes_another_process_fail_fast_naming_the_holder(spark, metastore, database, data_dir, tmp_path):
     table = make_table(spark, database, "held", data_dir / "held", partitions=DATES[:1], files=3)
     storage = Storage(spark)
@@ -214,6 +215,7 @@ def test_a_takeover_claim_left_by_a_dead_taker_does_not_block(spark, data_dir):
     assert not (state / "lease").exists() and not (state / "lease.takeover-t").exists()
 
 
+@pytest.mark.slow
 def test_a_reused_pid_on_this_host_is_taken_over_at_once(spark, data_dir):
     """The pid lives, but it is another process (another start time): the holder is dead."""
     state = data_dir / ".lakekeeper-reused"

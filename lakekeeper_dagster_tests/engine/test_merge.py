@@ -313,6 +313,7 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
     assert partitions(spark, database, "km") == ["dt=2024053123", "dt=latest"]
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_recover_never_deletes_a_merged_partition_directory_this_run_did_not_write(
     spark, metastore, database, data_dir, tmp_path

@@ -138,6 +138,7 @@ def test_retention_killed_at_each_journal_step_is_recovered(spark, metastore, da
     assert not any((data_dir / ".lakekeeper-kr" / "journal").iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.parametrize("point", ["dropping", "unregistered"])
 def test_recover_never_drops_a_partition_re_added_after_the_kill(spark, metastore, database, data_dir, tmp_path, point):
@@ -191,6 +192,7 @@ def test_recover_refuses_to_delete_what_was_meant_for_a_trash_that_is_gone(
     assert not (root / "dt=2019041316").exists() and rows_of(spark, table) == without(rows, "2019041316")
 
 
+@pytest.mark.slow
 def test_the_cli_names_the_missing_key_and_its_dry_run_changes_nothing(spark, metastore, database, data_dir, tmp_path):
     """The config file's `dry_run: true` makes a dry run without `--dry-run`, as it does for compact."""
     root = data_dir / "cd"
