@@ -17,6 +17,7 @@ from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, Writ
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 
 MB = 1024 * 1024
+MAX_BLOCK_SIZE_MB = 32 * 1024 * 1024  # HDFS's own limit (dfs.namenode.fs-limits.max-block-size): 32 TiB
 
 
 class StrictModel(BaseModel):
@@ -81,11 +82,15 @@ class EngineSettings(StrictModel):
     block_size_mb: int = Field(
         default=128,
         gt=0,
+        le=MAX_BLOCK_SIZE_MB,
         description="Target file size (the HDFS block size) in MB: target files = ceil(partition bytes / block "
-        "size), at least 1.",
+        "size), at least 1; at most 33554432 (32 TiB, HDFS's largest block).",
     )
     compaction_ratio_threshold: float = Field(
-        default=10.0, gt=0, description="Compact a partition when its typical file is smaller than block size / this."
+        default=10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Compact a partition when its typical file is smaller than block size / this (a finite number).",
     )
     size_statistic: SizeStatistic = Field(
         default=SizeStatistic.AVERAGE,

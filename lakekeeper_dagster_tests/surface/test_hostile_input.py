@@ -216,6 +216,7 @@ MISSING = [
     (["compact", "--tables", "DB.ev,DB.missing"], "table hostile_db.missing does not exist"),
     (["compact", "--database", "nodb"], "database 'nodb' does not exist"),
     (["compact", "--table", "DB.ev", "--partition", "date=2099-01-01"], "partition 'date=2099-01-01' does not exist"),
+    (["compact", "--table", "DB.flat", "--partition", "date=2024-01-01"], "hostile_db.flat is not partitioned"),
     (["analyze", "--table", "DB.missing", "--json"], "table hostile_db.missing does not exist"),
     (["analyze", "--tables", "DB.ev,DB.missing"], "table hostile_db.missing does not exist"),
     (["rollback", "--table", "DB.missing"], "hostile_db.missing does not exist"),

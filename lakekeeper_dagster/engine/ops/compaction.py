@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitFailure
+from lakekeeper_dagster.engine.errors import CatalogError, OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.fs.dirstats import DirStats
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
@@ -42,7 +42,10 @@ Selection = Callable[[list[Unit]], list[Unit]]  # which of the table's units a r
 def _targets(spark: SparkSession, info: TableInfo, partitions: list[str] | None) -> list[Unit]:
     if not info.is_partitioned:
         if partitions:
-            raise OperationError(f"table {info.qualified_name} is not partitioned; do not pass a partition")
+            raise CatalogError(
+                f"table {info.qualified_name} is not partitioned, so it has no partition {partitions[0]!r}: run "
+                "without --partition. Nothing was done"
+            )
         return table_units(spark, info)
     if partitions:
         return find_partitions(spark, info, partitions)
