@@ -17,7 +17,7 @@ from lakekeeper_dagster.engine.plan.thresholds import Batching, Thresholds, Writ
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 
 MB = 1024 * 1024
-MAX_BLOCK_SIZE_MB = 32 * 1024 * 1024  # HDFS's own limit (dfs.namenode.fs-limits.max-block-size): 32 TiB
+MAX_BLOCK_SIZE_MB = 32 * 1024  # 32 GiB: far above any real block size (HDFS clusters use 128-512 MB)
 
 
 class StrictModel(BaseModel):
@@ -84,7 +84,7 @@ class EngineSettings(StrictModel):
         gt=0,
         le=MAX_BLOCK_SIZE_MB,
         description="Target file size (the HDFS block size) in MB: target files = ceil(partition bytes / block "
-        "size), at least 1; at most 33554432 (32 TiB, HDFS's largest block).",
+        f"size), at least 1; at most {MAX_BLOCK_SIZE_MB} (32 GiB).",
     )
     compaction_ratio_threshold: float = Field(
         default=10.0,
