@@ -8,10 +8,10 @@ DEMO_DB ?= lakekeeper_demo
 
 venv: $(VENV)/.installed
 
-# A new virtualenv (a package left in a reused one would hide a dependency missing from pyproject.toml); pip's download
-# cache (~/.cache/pip, outside the clone) makes a second install quick. The venv's own pip is recent enough for it.
+# A new virtualenv each time (a package left in a reused one would hide a dependency missing from pyproject.toml); pip's
+# download cache (~/.cache/pip, outside the clone) makes a second install quick. The venv's own pip is recent enough.
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
+	python3 -m venv --clear $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 

@@ -321,7 +321,6 @@ def partition_dir(spark, table: str, partition: str) -> Path:
 
 
 @pytest.mark.browser
-@pytest.mark.xdist_group("repository")  # runs commands in the repository folder
 def test_fresh_clone_walkthrough_in_chromium(browser, demo_ui, spark):
     """demo tables -> UI -> the three assets with partitions -> one partition materialized -> figures shown."""
     page, ui = browser, demo_ui
