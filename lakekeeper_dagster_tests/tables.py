@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.parse
+import uuid
 from pathlib import Path
 
 import yaml
@@ -23,8 +28,45 @@ DATES = [{"date": "2024-01-01"}, {"date": "2024-01-02"}]
 CLI_CONFIG_ENV = "LAKEKEEPER_TEST_CLI_CONFIG"
 
 
+# Spark writes each distinct set of test files once per process, into a scratch directory; later calls copy them. The
+# same ids, row count, file count, format and codec always give the same files, so a copy under a new job id is what a
+# second Spark job would have written (issue 37: most tests write the same few hundred rows).
+_written: dict[tuple, Path] = {}
+_scratch: list[tempfile.TemporaryDirectory] = []
+# Spark's output names: part-<task>-<job uuid>-c<file><extension>, each with its Hadoop checksum file (.<name>.crc).
+_PART_NAME = re.compile(r"^(\.?part-\d+-)[0-9a-f-]{36}(-c\d+.*)$")
+
+
 def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt: str, codec: str | None = None):
-    """Append `rows` rows as `files` files of format `fmt` under `location`."""
+    """Append `rows` rows (from id `first_id`) as `files` files of format `fmt` under `location`."""
+    target = _local_dir(location)
+    if target is None:
+        _spark_write(spark, location, first_id, rows, files, fmt, codec)
+        return
+    key = (first_id, rows, files, fmt, codec)
+    if key not in _written:
+        if not _scratch:
+            _scratch.append(tempfile.TemporaryDirectory(prefix="lk-test-files-"))
+        source = Path(_scratch[0].name) / str(len(_written))
+        _spark_write(spark, source.as_uri(), first_id, rows, files, fmt, codec)
+        _written[key] = source
+    target.mkdir(parents=True, exist_ok=True)
+    job = str(uuid.uuid4())
+    for path in _written[key].iterdir():
+        name = _PART_NAME.sub(lambda m: m.group(1) + job + m.group(2), path.name)
+        shutil.copyfile(path, target / name)
+
+
+def _local_dir(location: str) -> Path | None:
+    """The directory of a `file:` location written as plain text (no %-escapes: Hadoop keeps them literally), else
+    None (Spark writes it)."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme != "file" or parsed.netloc or "%" in parsed.path:
+        return None
+    return Path(parsed.path)
+
+
+def _spark_write(spark, location: str, first_id: int, rows: int, files: int, fmt: str, codec: str | None):
     df = spark.range(first_id, first_id + rows, numPartitions=files).selectExpr(
         "id", "concat('v', cast(id AS string)) AS v", "cast(id % 7 AS int) AS n"
     )
