@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -126,22 +125,16 @@ def test_rollback_refuses_what_it_cannot_carry_and_carries_late_data(spark, data
     assert hidden_dirs(data_dir) == [] and find_backups(spark, database, table) == []
 
 
-def test_rollback_moves_the_compacted_copy_to_a_configured_trash(spark, database, data_dir):
+def test_rollback_moves_the_compacted_copy_to_a_configured_trash(spark, database, data_dir, trash):
     table = make_table(spark, database, "tr", data_dir, files=3)
     originals, before = names(data_dir), rows_of(spark, table)
     compact_table(spark, database, "tr", OPTIONS)
     compacted = names(data_dir)
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    conf.set("fs.trash.interval", "60")
-    trash = Path.home() / ".Trash" / "Current" / str(data_dir.parent).lstrip("/")
-    try:
-        rollback_table(spark, database, "tr")
-        trashed = [p.name for p in trash.glob(".lk-rolledback-*/*") if not p.name.startswith(".")]
-    finally:
-        conf.unset("fs.trash.interval")
-        shutil.rmtree(trash, ignore_errors=True)
-    assert trashed == compacted
-    assert names(data_dir) == originals and rows_of(spark, table) == before and hidden_dirs(data_dir.parent) == []
+    rollback_table(spark, database, "tr")
+    trashed = trash / str(data_dir.parent).lstrip("/")
+    assert [p.name for p in trashed.glob(".lk-rolledback-*/*") if not p.name.startswith(".")] == compacted
+    assert names(data_dir) == originals and rows_of(spark, table) == before
+    assert not list(data_dir.parent.glob(".lk-*"))  # the trash is in the test's home, beside data_dir
 
 
 def test_rollback_refuses_a_partition_moved_in_the_metastore(spark, database, data_dir):
