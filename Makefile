@@ -26,15 +26,15 @@ demo: venv
 	$(CLI) history --since 1d
 	for table in lakekeeper_flat lakekeeper_events lakekeeper_events_2p; do $(CLI) diff --table $(DEMO_DB).$$table || exit 1; done
 
-# The suite runs in three pytest-xdist workers on two cores (a worker waiting on a subprocess leaves its core to the
-# others; `--dist loadgroup` keeps the Kerberos, PostgreSQL and repository-folder tests together), and beside it the
+# The suite runs in two pytest-xdist workers (one per core; three were slower, and timed out the browser and `make ui`
+# tests; `--dist loadgroup` keeps the Kerberos, PostgreSQL and repository-folder tests together), and beside it the
 # tests marked `cluster` run again with Spark on a standalone cluster (a Master and two Workers from pyspark's jars; the
 # driver in the test process, as in YARN client mode); a cluster that cannot start fails the run. Its output follows the
 # suite's; an interrupt ends it too (a script's background job ignores Ctrl-C). Each stage prints its wall time.
 # `dg check defs` / `dg list defs`: the code location loads as a dg project (a few seconds, no metastore needed: with
 # none reachable it loads the last stored state or 0 tables, and says so).
 STAGE := .ci/stage
-XDIST ?= -n 3 --dist loadgroup
+XDIST ?= -n 2 --dist loadgroup
 CLUSTER_LOG := $(VENV)/cluster-tier.log
 # The tests' Spark drivers map a class archive made once per virtualenv (lakekeeper_dagster_tests/jvm.py).
 TEST_CLASSES := $(VENV)/lakekeeper-test-classes.jsa

@@ -43,7 +43,7 @@ def pytest_configure(config) -> None:
     os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args()
 
 
-# `make test` runs the suite in three pytest-xdist workers (`--dist loadgroup`), each with its own metastore, Spark
+# `make test` runs the suite in two pytest-xdist workers (`--dist loadgroup`), each with its own metastore, Spark
 # session and temp dirs. The tests of one session-scoped service run in one worker, which starts it once: the KDC with
 # its Kerberized metastore, PostgreSQL. (Tests that run commands in the repository folder are marked
 # `xdist_group("repository")` where they are.)
