@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from lakekeeper_dagster.cli_retention import add_retention_parser
+from lakekeeper_dagster.cli_retention import add_retention_parser, partition_failures
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.hive.catalog import table_exists
@@ -33,7 +33,7 @@ def cmd_merge(args: argparse.Namespace, config: LakekeeperConfig, open_spark) ->
         owner=run_owner(None),
     )
     print("\n".join(outcome.lines))
-    return 0
+    return partition_failures(outcome.failed, args.table, "merged")
 
 
 def add_merge_parser(sub: argparse._SubParsersAction, open_spark) -> None:

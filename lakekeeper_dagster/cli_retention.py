@@ -5,6 +5,7 @@ The config file's `dry_run: true` makes it a dry run too, unless `--no-dry-run`.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.errors import CatalogError
@@ -33,7 +34,17 @@ def cmd_retention(args: argparse.Namespace, config: LakekeeperConfig, open_spark
         owner=run_owner(None),
     )
     print("\n".join(outcome.lines))
-    return 0
+    return partition_failures(outcome.failed, args.table, "dropped")
+
+
+def partition_failures(failed: dict[str, str], table: str, verb: str) -> int:
+    """The exit status of a run over a table's partitions: 1 when any failed, named on stderr (the lines printed
+    above say why each failed), else 0."""
+    if not failed:
+        return 0
+    names = ", ".join(failed)
+    print(f"error: {len(failed)} partition(s) of {table} not {verb} ({names}); see the lines above", file=sys.stderr)
+    return 1
 
 
 def add_retention_parser(sub: argparse._SubParsersAction, open_spark) -> None:

@@ -23,6 +23,11 @@ def fail_for_tables(failed: dict[str, str], metadata: dict) -> None:
         raise dg.Failure(description=f"{len(failed)} table(s) failed:\n" + "\n".join(lines), metadata=metadata)
 
 
+def partitions_not(verb: str, failed: dict[str, str]) -> str:
+    """A table's error when some of its partitions failed: how many, and each with its reason."""
+    return f"{len(failed)} partition(s) not {verb}: " + "; ".join(f"{p}: {why}" for p, why in failed.items())
+
+
 @contextmanager
 def engine_failures() -> Iterator[None]:
     """Fail the step with the error's message (what, where, what to do) rather than a stack trace, for every error

@@ -20,7 +20,7 @@ from lakekeeper_dagster.engine.plan.merge import merge_names
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import policy_age
 from lakekeeper_dagster.engine.protocol.history import recorded
-from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables
+from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
 from lakekeeper_dagster.policy_schedules import policy_schedule
 from lakekeeper_dagster.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
@@ -103,6 +103,8 @@ def build_merge_job(
                 failed[name] = str(error)
                 continue
             context.log.info("\n".join(outcome.lines))
+            if outcome.failed:  # the step fails at the end, with what the other partitions did
+                failed[name] = partitions_not("merged", outcome.failed)
             if config.dry_run:  # what would be merged (rows are counted by the copy only)
                 periods = outcome.plan.periods
                 merged += [f"{outcome.plan.merged}/{p.partition}" for p in periods]

@@ -12,7 +12,7 @@ from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import policy_age
 from lakekeeper_dagster.engine.protocol.history import recorded
-from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables
+from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
 from lakekeeper_dagster.policy_schedules import policy_schedule
 from spark_resources.resource import HiveSparkResource
 
@@ -83,6 +83,8 @@ def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
                 failed[name] = str(error)
                 continue
             context.log.info("\n".join(outcome.lines))
+            if outcome.failed:  # the step fails at the end, with what the other partitions did
+                failed[name] = partitions_not("dropped", outcome.failed)
             backups += outcome.backups
             if config.dry_run:  # what would go
                 dropped += [f"{name}/{i.candidate.partition}" for i in outcome.plan.drop]

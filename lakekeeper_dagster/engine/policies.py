@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.ops.options import ArchiveRule
@@ -82,6 +82,13 @@ class MergePolicy(PolicyBlock):
     _age = field_validator("older_than")(_checked_age)
 
 
+RETENTION_WITH_MERGE = (
+    "retention drops the source's partitions only, never the periods a merge moved into the merged table, which would "
+    "stay past the retention age without a word; keep one of the two policies (retention of merged data is not "
+    "supported: drop the merged table's old partitions by hand)"
+)
+
+
 class TablePolicies(PolicyBlock):
     """A table's partition time and partition-management policies."""
 
@@ -94,6 +101,20 @@ class TablePolicies(PolicyBlock):
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy, description="Retention: drop old partitions.")
     archive: ArchivePolicy = Field(default_factory=ArchivePolicy, description="Cold archive: recompress old ones.")
     merge: MergePolicy = Field(default_factory=MergePolicy, description="Merge fine partitions into coarse ones.")
+
+    @property
+    def merges(self) -> bool:
+        """Whether the table has a merge policy (any `merge` key set)."""
+        m = self.merge
+        return any(v is not None for v in (m.into, m.older_than, m.view, m.table))
+
+    @model_validator(mode="after")
+    def _retention_reaches_its_data(self) -> TablePolicies:
+        """Retention and merge together are refused: retention drops the source's partitions only, so the periods a
+        merge moved into the merged table would stay past the retention age without a word."""
+        if self.retention.older_than is not None and self.merges:
+            raise ValueError(f"retention.older_than and merge are both set: {RETENTION_WITH_MERGE}")
+        return self
 
     def clock(self, table: str) -> PartitionClock:
         """The table's partition clock; a ConfigError names `partition_time` when it is not set."""

@@ -3,6 +3,7 @@ before, during and after a run, the dry run, bad input, and kills at each journa
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import threading
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.errors import ConfigError, OperationError
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, read_table
 from lakekeeper_dagster.engine.hive.model import Column, TableInfo
 from lakekeeper_dagster.engine.ops.merge import merge_table
@@ -21,7 +22,7 @@ from lakekeeper_dagster.engine.plan.merge_view import UnionView
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.recovery import recover
-from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, run_cli, write_files
+from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, rows_of, run_cli, write_files
 from spark_resources.py4j import external_catalog
 
 NOW = datetime(2024, 6, 1)
@@ -219,6 +220,7 @@ def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_sw
     (outcome,) = done
     assert outcome.merged == ["dt=20190414"]
     assert any("dt=20190413: not merged: the files of dt=2019041316 changed" in line for line in outcome.lines)
+    assert list(outcome.failed) == ["dt=20190413"] and outcome.failed["dt=20190413"].startswith("the files of")
     added = [(i, f"v{i}", i % 7, "2019041316") for i in range(1000, 1003)]
     assert view_rows(spark, f"{database}.wc_all") == sorted(rows + added)
     assert partitions(spark, database, "wc") == ["dt=2019041316", "dt=2019041317"]
@@ -360,3 +362,54 @@ def test_the_switched_view_hides_exactly_the_planned_fine_partitions_whatever_th
     text = view.switched({"y": "2024"}, [{"y": "2024", "m": "05", "h": "0100"}])
 
     assert sorted(row.id for row in spark.sql(text).collect()) == [1, 2, 3, 4]
+
+
+def test_a_period_whose_fine_partition_holds_another_tables_data_is_left_alone(spark, database, data_dir):
+    """Another table over a fine partition's directory: its period is kept with the reason (clearing it took that
+    table's data), the next period merges."""
+    root = data_dir / "om"
+    table = make_table(spark, database, "om", root, partitions=FLAT[:3], files=1, rows=5)
+    over = f"{database}.over"
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {over} (id BIGINT, v STRING, n INT) STORED AS PARQUET "
+        f"LOCATION 'file:{root}/dt=2019041317'"
+    )
+    theirs = rows_of(spark, over)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "om_all"})
+    done = merge_table(spark, database, "om", policy, skip_trash=True, now=NOW)
+    assert done.merged == ["dt=20190414"] and done.failed == {}
+    assert any(
+        "dt=20190413" in line and f"another table's data would go with dt=2019041317: {over} uses" in line
+        for line in done.lines
+    )
+    assert partitions(spark, database, "om") == ["dt=2019041316", "dt=2019041317"]
+    assert rows_of(spark, over) == theirs and len(theirs) == 5
+    assert len(view_rows(spark, f"{database}.om_all")) == 15 and len(rows_of(spark, table)) == 10
+
+
+def test_two_sources_of_one_name_under_one_parent_never_share_a_merged_directory(spark, database, data_dir):
+    """`a.ev` and `b.ev` under one parent directory: the first merge creates `<parent>/ev__merged`; the second is
+    refused (dry run and run) instead of adopting it, and the first's merged data stays as it was."""
+    other_db = f"{database}_b"
+    spark.sql(f"CREATE DATABASE `{other_db}`")
+    try:
+        make_table(spark, database, "ev", data_dir / "ev_a", partitions=FLAT[:3], files=1, rows=5)
+        second = make_table(spark, other_db, "ev", data_dir / "ev_b", partitions=FLAT[:3], files=1, rows=5)
+        policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "ev_all"})
+        assert merge_table(spark, database, "ev", policy, skip_trash=True, now=NOW).merged == [
+            "dt=20190413",
+            "dt=20190414",
+        ]
+        merged = sorted(str(p.relative_to(data_dir)) for p in (data_dir / "ev__merged").rglob("*"))
+        view = view_rows(spark, f"{database}.ev_all")
+        dry = merge_table(spark, other_db, "ev", policy, dry_run=True, skip_trash=True, now=NOW)
+        refusal = f"{second}: the merged table {other_db}.ev__merged would be created at file:{data_dir}/ev__merged"
+        assert any(line.startswith(f"  REFUSED: {refusal}") for line in dry.lines)
+        with pytest.raises(OperationError, match=re.escape(f"{refusal}, which exists and is not empty")):
+            merge_table(spark, other_db, "ev", policy, skip_trash=True, now=NOW)
+        assert not spark.catalog.tableExists(f"{other_db}.ev__merged")
+        assert partitions(spark, other_db, "ev") == [f"dt={p['dt']}" for p in FLAT[:3]]
+        assert sorted(str(p.relative_to(data_dir)) for p in (data_dir / "ev__merged").rglob("*")) == merged
+        assert view_rows(spark, f"{database}.ev_all") == view
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS `{other_db}` CASCADE")

@@ -17,7 +17,7 @@ from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol import writers
 from lakekeeper_dagster.engine.protocol.recovery import recover
-from lakekeeper_dagster_tests.tables import cli_spark_submit, data_files, make_table, rows_of, run_cli
+from lakekeeper_dagster_tests.tables import cli_spark_submit, data_files, make_table, rows_of, run_cli, write_files
 
 NOW = datetime(2024, 6, 1)
 FLAT = [{"dt": "2019041316"}, {"dt": "2019041317"}, {"dt": "2024053123"}, {"dt": "latest"}]
@@ -261,6 +261,7 @@ def test_a_partition_being_written_is_not_dropped(spark, database, data_dir, mon
     done = retain_table(spark, database, "wr", FLAT_POLICY, now=NOW, skip_trash=True)
     assert done.dropped == ["dt=2019041317"]
     assert "dt=2019041316: not dropped: " in "\n".join(done.lines) and "in progress" in "\n".join(done.lines)
+    assert list(done.failed) == ["dt=2019041316"] and "in progress" in done.failed["dt=2019041316"]
     assert partitions(spark, database, "wr") == ["dt=2019041316", "dt=2024053123", "dt=latest"]
     assert rows_of(spark, table) == without(rows, "2019041317")
 
@@ -299,3 +300,39 @@ def test_a_compaction_backup_still_holding_a_dropped_partition_is_reported(spark
         assert outcome.backups == [f"{database}.bk_backup: dt=2019041317"]
         assert f"BACKUP {database}.bk_backup: dt=2019041317: " in "\n".join(outcome.lines)
     assert f"until `lakekeeper-dagster cleanup --table {table}`" in "\n".join(done.lines)
+
+
+def test_a_partition_holding_another_tables_data_is_kept(spark, database, data_dir):
+    """Another table over one old partition's directory, a third inside another's: both partitions are kept with
+    the reason (moving them away took those tables' data), the one beside them is dropped."""
+    root = data_dir / "ot"
+    table = make_table(spark, database, "ot", root, partitions=[*FLAT, {"dt": "2019041318"}], files=2, rows=10)
+    over, nested = f"{database}.over", f"{database}.nested"
+    for name, where in [(over, f"{root}/dt=2019041316"), (nested, f"{root}/dt=2019041317/nested")]:
+        columns = "(id BIGINT, v STRING, n INT) STORED AS PARQUET"
+        spark.sql(f"CREATE EXTERNAL TABLE {name} {columns} LOCATION 'file:{where}'")
+    write_files(spark, f"file:{root}/dt=2019041317/nested", 500, 5, 1, "parquet")
+    rows = rows_of(spark, table)
+    others = {over: rows_of(spark, over), nested: rows_of(spark, nested)}
+    assert len(others[over]) == 10 and len(others[nested]) == 5
+    done = retain_table(spark, database, "ot", FLAT_POLICY, now=NOW, skip_trash=True)
+    assert done.dropped == ["dt=2019041318"] and done.failed == {}
+    shown = "\n".join(done.lines)
+    assert "KEEP dt=2019041316  2019-04-13 16:00  2 files, " in shown
+    assert f"another table's data would go with it: {over} uses file:{root}/dt=2019041316, which moving" in shown
+    assert f"another table's data would go with it: {nested} uses file:{root}/dt=2019041317/nested" in shown
+    assert partitions(spark, database, "ot") == ["dt=2019041316", "dt=2019041317", "dt=2024053123", "dt=latest"]
+    assert rows_of(spark, table) == without(rows, "2019041318")
+    assert {name: rows_of(spark, name) for name in others} == others
+
+
+def test_retention_of_a_table_with_a_merge_policy_is_refused(spark, database, data_dir):
+    """Retention would never reach the periods a merge moved away (kept past the age without a word): a table with a
+    merge policy is refused, naming the key, before anything changes (the config file refuses both policies set)."""
+    root = data_dir / "mp"
+    make_table(spark, database, "mp", root, partitions=FLAT, files=1, rows=5)
+    before = state(spark, database, "mp", root)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={"into": "%Y%m%d", "view": "mp_all"})
+    with pytest.raises(ConfigError, match=f"{database}.mp: table_overrides.{database}.mp.merge is set: retention"):
+        retain_table(spark, database, "mp", policy, "90d", now=NOW, skip_trash=True)
+    assert state(spark, database, "mp", root) == before

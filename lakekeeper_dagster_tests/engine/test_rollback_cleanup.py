@@ -12,7 +12,7 @@ from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups, parse_duration
 from lakekeeper_dagster.engine.ops.compaction import CompactionOptions, compact_table
 from lakekeeper_dagster.engine.ops.rollback import rollback_table
-from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, hidden_dirs, make_table, rows_of
+from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, hidden_dirs, make_table, rows_of, write_files
 
 
 def names(directory) -> list[str]:
@@ -200,3 +200,23 @@ def test_rollback_refuses_a_late_file_named_like_an_original_and_a_journal_witho
     with pytest.raises(OperationError, match="does not list the files it wrote"):
         rollback_table(spark, database, "nc")
     assert names(partition) == [n for n in listing if n != late.name] and len(names(old)) == 3
+
+
+def test_rollback_refuses_an_output_rewritten_under_its_name(spark, database, data_dir):
+    """A scrub job (or `hdfs dfs -put -f`) rewrote the compaction's output in place: rolling back would delete that
+    data, so rollback refuses, naming the file, and nothing changes."""
+    table = make_table(spark, database, "rw", data_dir, partitions=DATES[:1], files=3)
+    compact_table(spark, database, "rw", OPTIONS)
+    partition = data_dir / "date=2024-01-01"
+    (output,) = data_files(partition)
+    scrubbed = data_dir.parent / "scrubbed"
+    write_files(spark, scrubbed.as_uri(), 5000, 7, 1, "parquet")
+    shutil.copyfile(data_files(scrubbed)[0], output)
+    (partition / f".{output.name}.crc").unlink()  # Hadoop's checksum of the old bytes (a writer outside Hadoop)
+    rows, old = rows_of(spark, table), hidden_dirs(data_dir)
+    assert [r[0] for r in rows] == list(range(5000, 5007))
+    refused = f"{table} partition date=2024-01-01: file.s. compaction run .* wrote were rewritten under the same name"
+    with pytest.raises(OperationError, match=refused):
+        rollback_table(spark, database, "rw")
+    assert names(partition) == [output.name] and rows_of(spark, table) == rows
+    assert hidden_dirs(data_dir) == old and find_backups(spark, database, table)

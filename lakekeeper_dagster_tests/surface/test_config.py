@@ -53,6 +53,10 @@ def test_defaults_match_lakekeeper(tmp_path, monkeypatch):
         ({"observation": {"cron_schedule": "hourly"}}, "observation.cron_schedule"),
         ({"batching": {"concurrent_jobs": 0}}, "batching.concurrent_jobs"),
         ({"batching": {"max_partitions": 0}}, "batching.max_partitions"),
+        (
+            {"table_overrides": {"db.t": {"retention": {"older_than": "90d"}, "merge": {"view": "t_all"}}}},
+            "table_overrides.db.t: Value error, retention.older_than and merge are both set: retention drops",
+        ),
     ],
 )
 def test_bad_values_name_the_key_and_the_file(tmp_path, data, fragment):

@@ -8,8 +8,11 @@ import dagster as dg
 import pytest
 
 from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT
+from lakekeeper_dagster.cli import build_parser
+from lakekeeper_dagster.cli_merge import cmd_merge
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.engine.protocol import writers
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
 
 FLAT = [{"dt": "2019041316"}, {"dt": "2019041317"}, {"dt": "2024053123"}]
@@ -95,3 +98,35 @@ def test_merge_job_opens_as_a_dry_run_then_merges_and_says_what(spark, location,
     assert graph.get(merged).parent_keys == {source} and graph.get(view).parent_keys == {source, merged}
     assert {dg.AssetCheckKey(merged, ROW_COUNT), dg.AssetCheckKey(merged, CHECKSUM)} <= graph.asset_check_keys
     dg.Definitions.validate_loadable(defs)
+
+
+def test_a_period_that_was_not_merged_fails_the_run_and_the_command(
+    spark, metastore, database, data_dir, monkeypatch, capsys
+):
+    """A writer still at work in a fine partition of one period: the other period is merged, and both the Dagster
+    run and the `merge` command fail (exit 1) naming the one left, where they used to succeed."""
+    monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 0.5)
+    table = make_table(spark, database, "mf", data_dir / "mf", partitions=[*FLAT, {"dt": "2019041400"}], files=1)
+    overrides = {table: {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**MERGE, "view": "mf_all"}}}
+    raw = {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "table_overrides": overrides}
+    config = parse_config(raw, "t")
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    (data_dir / "mf" / "dt=2019041316" / ".part-0.inprogress.x").write_text("")
+    with dg.instance_for_test() as instance:
+        result = defs.get_job_def("merge_job").execute_in_process(
+            instance=instance,
+            run_config={"ops": {"merge": {"config": {"table": table, "dry_run": False, "skip_trash": True}}}},
+            raise_on_error=False,
+        )
+    assert not result.success
+    failure = result.failure_data_for_node("merge").user_failure_data
+    assert failure.description.startswith(f"1 table(s) failed:\n{table}: 1 partition(s) not merged: dt=20190413: ")
+    assert failure.metadata["merged_partitions"].value == [f"{database}.mf__merged/dt=20190414"]
+    assert sorted(p.name for p in (data_dir / "mf").iterdir()) == ["dt=2019041316", "dt=2019041317", "dt=2024053123"]
+
+    args = build_parser().parse_args(["merge", "--table", table, "--no-dry-run", "--skip-trash"])
+    assert cmd_merge(args, config, lambda _config: spark) == 1
+    shown = capsys.readouterr()
+    assert "dt=20190413: not merged: " in shown.out
+    assert f"error: 1 partition(s) of {table} not merged (dt=20190413); see the lines above" in shown.err
+    assert sorted(p.name for p in (data_dir / "mf").iterdir()) == ["dt=2019041316", "dt=2019041317", "dt=2024053123"]

@@ -6,8 +6,11 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from lakekeeper_dagster.cli import build_parser
+from lakekeeper_dagster.cli_retention import cmd_retention
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
+from lakekeeper_dagster.engine.protocol import writers
 from lakekeeper_dagster_tests.surface.test_failures import assert_failed_with
 from lakekeeper_dagster_tests.tables import make_table, rows_of
 
@@ -116,3 +119,33 @@ def test_a_failing_table_does_not_hide_what_was_dropped_from_the_others(spark, m
     ]
     assert sorted(p.name for p in (data_dir / "a_bad").iterdir()) == [f"dt={v['dt']}" for v in FLAT]
     assert rows_of(spark, table) == [r for r in rows if r[3] not in ("2019041316", "2019041317")]
+
+
+def test_a_partition_that_was_not_dropped_fails_the_run_and_the_command(
+    spark, location, database, data_dir, monkeypatch, capsys
+):
+    """A writer still at work in one old partition: the others are dropped, and both the Dagster run and the
+    `retention` command fail (exit 1) naming it, where they used to succeed."""
+    defs, table = location
+    monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 0.5)
+    (data_dir / "ret" / "dt=2019041316" / ".part-0.inprogress.x").write_text("")
+    with dg.instance_for_test() as instance:
+        result = defs.get_job_def("retention_job").execute_in_process(
+            instance=instance,
+            run_config={"ops": {"retention": {"config": {"dry_run": False, "skip_trash": True}}}},
+            raise_on_error=False,
+        )
+    assert not result.success
+    failure = result.failure_data_for_node("retention").user_failure_data
+    assert failure.description.startswith(f"1 table(s) failed:\n{table}: 1 partition(s) not dropped: dt=2019041316: ")
+    assert "in progress" in failure.description
+    assert failure.metadata["partitions"].value == [f"{table}/dt=2019041317"]
+    assert _dirs(data_dir) == ["dt=2019041316", "dt=2024053123", "dt=latest"]
+
+    args = build_parser().parse_args(["retention", "--table", table, "--no-dry-run", "--skip-trash"])
+    config = parse_config({"table_overrides": {table: POLICIES}}, "t")
+    assert cmd_retention(args, config, lambda _config: spark) == 1
+    shown = capsys.readouterr()
+    assert "dt=2019041316: not dropped: " in shown.out
+    assert f"error: 1 partition(s) of {table} not dropped (dt=2019041316); see the lines above" in shown.err
+    assert _dirs(data_dir) == ["dt=2019041316", "dt=2024053123", "dt=latest"]

@@ -10,6 +10,8 @@ The protocol swaps a unit's directory by renames, under a lease and a journal ke
   this table nested inside another table's partition (that table's lease and compaction do not know this one).
 
 The checks are pure functions over locations; `placement_refusal` gathers what they need from the catalog.
+Retention and merge, which move partition directories away rather than swap them, ask `taken_directories` which of
+those directories another table's data lives in.
 """
 
 from __future__ import annotations
@@ -193,3 +195,24 @@ def placement_refusal(
     if reason is None:
         reason = sharing_refusal(table, placed, other_tables(spark, table, placed))
     return reason
+
+
+def taken_directories(spark: SparkSession, storage: Storage, info: TableInfo, units: Sequence[Unit]) -> dict[str, str]:
+    """Why moving away (or deleting) each of these partition directories would take another table's data, by
+    partition name; a partition not named is free. Taken: another table (or a partition of one) at the directory or
+    inside it, or the directory inside another table's partition. Costs what `other_tables` says."""
+    if not units:
+        return {}
+    table = replace(info, location=_qualified(storage, info.location))
+    placed = [Unit(u.spec, _qualified(storage, u.location)) for u in units]
+    others = other_tables(spark, table, placed)
+    taken: dict[str, str] = {}
+    for unit in placed:
+        for other in others:
+            if same_location(other.location, unit.location) or is_inside(other.location, unit.location):
+                taken[unit.partition or ""] = f"{other.label} uses {other.location}, which moving it away would take"
+                break
+            if other.partition is not None and is_inside(unit.location, other.location):
+                taken[unit.partition or ""] = f"its directory lies inside {other.label} ({other.location})"
+                break
+    return taken

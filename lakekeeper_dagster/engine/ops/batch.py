@@ -73,6 +73,8 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
             "input": item.before.to_dict(),
             "output": output.to_dict(),
             "output_files": [f.name for f in files],
+            # size and modification time: what tells rollback an output rewritten under its name since
+            "output_snapshot": {f.name: [f.size, f.modification_time] for f in files},
         }
         label = run.label(journal.units[item.index])
         untouched = "; the output was deleted and the original files are untouched"

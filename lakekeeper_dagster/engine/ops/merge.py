@@ -26,6 +26,7 @@ from lakekeeper_dagster.engine.hive.model import (
     quote_identifier,
     sql_string,
 )
+from lakekeeper_dagster.engine.hive.placement import taken_directories
 from lakekeeper_dagster.engine.ops.retention import trash_refusals
 from lakekeeper_dagster.engine.plan.merge import (
     FineCandidate,
@@ -87,6 +88,7 @@ class MergeOutcome:
     bytes: int = 0
     rows: int = 0
     copies: list[PeriodCopy] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # merged partition -> why its period was not merged
 
 
 @dataclass(frozen=True)
@@ -143,13 +145,35 @@ def merge_targets(spark: SparkSession, database: str, table: str, policies: Tabl
     return MergeTargets(info, clock, layout, merged, view)
 
 
+def _merged_location(targets: MergeTargets) -> str:
+    """Where a new merged table goes: beside the source, under the merged table's name."""
+    return child(split_location(targets.info.location or "")[0], targets.merged[1])
+
+
+def merged_location_refusal(spark: SparkSession, storage: Storage, targets: MergeTargets) -> str | None:
+    """Why the merged table cannot be created at its location, or None (it exists already, and is this source's:
+    `merge_targets` checks that). A directory already there is someone's (another source of the same name under the
+    same parent, whose merged table lives there): adopting it would mix both, and moving it away takes their data."""
+    if table_exists(spark, *targets.merged):
+        return None
+    location = _merged_location(targets)
+    if storage.exists(location) and (storage.list_names(location, False) or storage.list_names(location, True)):
+        return (
+            f"{targets.info.qualified_name}: the merged table {'.'.join(targets.merged)} would be created at "
+            f"{location}, which exists and is not empty (another table's merged data?); name another merged table "
+            f"(table_overrides.{targets.info.qualified_name}.merge.table) or give that directory its own place first. "
+            "Nothing was changed"
+        )
+    return None
+
+
 def _create_targets(spark: SparkSession, targets: MergeTargets) -> TableInfo:
     """The merged table (beside the source, same format) and the view over both, when missing."""
     info, layout = targets.info, targets.layout
     prop = f"TBLPROPERTIES ({sql_string(MERGED_SOURCE_PROPERTY)}={sql_string(info.qualified_name)})"
     if not table_exists(spark, *targets.merged):
         columns = [(c.name, c.type) for c in info.data_columns] + layout.merged_columns()
-        location = child(split_location(info.location or "")[0], targets.merged[1])
+        location = _merged_location(targets)
         declared = ", ".join(f"{quote_identifier(n)} {t}" for n, t in columns)
         spark.sql(
             f"CREATE EXTERNAL TABLE {targets.union.merged} ({declared}) "
@@ -161,22 +185,26 @@ def _create_targets(spark: SparkSession, targets: MergeTargets) -> TableInfo:
     return read_table(spark, *targets.merged)
 
 
-def _candidates(spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: datetime) -> list[FineCandidate]:
-    """Every partition of the source; the files of those whose period ended by `cutoff` (None: missing)."""
+def _candidates(
+    spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: datetime
+) -> tuple[list[FineCandidate], dict[str, str]]:
+    """Every partition of the source; the files of those whose period ended by `cutoff` (None: missing), and which
+    of those hold another table's data (`taken_directories`)."""
     coarse_clock = targets.layout.coarse_clock
-    found = []
+    found, older = [], []
     for unit in list_partitions(spark, targets.info):
         spec = dict(unit.spec or {})
         coarse = targets.layout.coarse_spec(targets.clock, spec)
         end = coarse_clock.end(coarse) if coarse else None
         files: dict[str, list[int]] | None = {}
         if end is not None and end <= cutoff:
+            older.append(unit)
             try:
                 files = {f.name: [f.size, f.modification_time] for f in storage.list_data_files(unit.location)}
             except StorageError:
                 files = None
         found.append(FineCandidate(unit.partition or "", spec, storage.qualify(unit.location), files))
-    return found
+    return found, taken_directories(spark, storage, targets.info, older)
 
 
 def _plan(spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: datetime) -> MergePlan:
@@ -184,6 +212,7 @@ def _plan(spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: 
     if table_exists(spark, *targets.merged):
         merged = {u.partition or "" for u in list_partitions(spark, read_table(spark, *targets.merged))}
     union = targets.union
+    candidates, taken = _candidates(spark, storage, targets, cutoff)
     return plan_merge(
         targets.info.qualified_name,
         storage.qualify(targets.info.location or "").rstrip("/"),
@@ -191,10 +220,11 @@ def _plan(spark: SparkSession, storage: Storage, targets: MergeTargets, cutoff: 
         ".".join(targets.view),
         targets.layout,
         targets.clock,
-        _candidates(spark, storage, targets, cutoff),
+        candidates,
         merged,
         cutoff,
         lambda p: union.fits(p.spec, [f.spec for f in p.fine]),
+        taken,
     )
 
 
@@ -314,6 +344,7 @@ def merge_table(
     storage = Storage(spark)
     plan = _plan(spark, storage, targets, cutoff)
     refusals = trash_refusals(storage, targets.info) if plan.periods and not skip_trash else []
+    refusals += [r for r in [merged_location_refusal(spark, storage, targets)] if r]
     if dry_run:
         return MergeOutcome(plan, True, plan.lines(dry_run=True) + [f"  REFUSED: {r}" for r in refusals])
     if refusals:
@@ -322,6 +353,9 @@ def merge_table(
     info = targets.info
     with exclusive(spark, storage, info, run_id, owner) as lease:
         wait_for_writers(storage, info.location, None, name)
+        refused = merged_location_refusal(spark, storage, targets)  # a directory made since the check above
+        if refused:
+            raise OperationError(refused)
         merged = _create_targets(spark, targets)
         plan = _plan(spark, storage, targets, cutoff)  # after recovery, under the lease
         outcome = MergeOutcome(plan, False, plan.lines(dry_run=False))
@@ -371,6 +405,7 @@ def _merge_period(
     except UnitFailure as error:
         storage.delete(unit.incoming)
         journal.record(storage, UnitState.FAILED, i, error=str(error))
+        outcome.failed[period.partition] = str(error)
         return f"  {period.partition}: not merged: {error}"
     copy = copy_listing(storage, unit.incoming)  # what proves, at a roll-back, that the directory is this copy
     journal.record(storage, UnitState.WRITTEN, i, rows=written.rows, checksum=written.checksum, copy=copy)
@@ -378,6 +413,7 @@ def _merge_period(
     try:
         cleared = publish(spark, storage, targets.info, journal, i)
     except UnitFailure as error:
+        outcome.failed[period.partition] = str(error)
         return f"  {period.partition}: not merged: {error}"
     outcome.merged.append(period.partition)
     outcome.partitions += len(period.fine)

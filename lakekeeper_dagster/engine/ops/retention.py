@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError, StorageError
+from lakekeeper_dagster.engine.errors import ConfigError, OperationError, StorageError
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, read_table
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.hive.placement import taken_directories
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock, utc_now
 from lakekeeper_dagster.engine.plan.retention import RetentionCandidate, RetentionPlan, plan_retention
-from lakekeeper_dagster.engine.policies import TablePolicies, policy_age
+from lakekeeper_dagster.engine.policies import RETENTION_WITH_MERGE, TablePolicies, policy_age
 from lakekeeper_dagster.engine.protocol.drop import drop_unit, finish_drops
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
@@ -44,6 +45,7 @@ class RetentionOutcome:
     backups: list[str] = field(default_factory=list)  # "db.backup: partition, ..."
     files: int = 0
     bytes: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # partition -> why it was not dropped
 
 
 def _retainable(spark: SparkSession, database: str, table: str) -> TableInfo:
@@ -65,13 +67,15 @@ def _plan(
     policies: TablePolicies,
     force: bool,
 ) -> RetentionPlan:
-    """The plan from the metastore's partitions, the older ones listed (files, bytes; None when missing)."""
-    candidates = []
+    """The plan from the metastore's partitions, the older ones listed (files, bytes; None when missing) and checked
+    against the other tables' directories."""
+    candidates, older = [], []
     for unit in list_partitions(spark, info):
         spec = dict(unit.spec or {})
         files = size = None
         end = clock.end(spec)
         if end is not None and end <= cutoff:
+            older.append(unit)
             try:
                 entries = storage.list_entries(unit.location)
                 files, size = len(entries.files), sum(f.size for f in entries.files)
@@ -86,6 +90,7 @@ def _plan(
         cutoff,
         policies.retention.max_fraction,
         force,
+        taken_directories(spark, storage, info, older),
     )
 
 
@@ -142,6 +147,8 @@ def retain_table(
     `dry_run`, list them (partition, time, files, bytes) and change nothing."""
     info = _retainable(spark, database, table)
     name = info.qualified_name
+    if policies.merges:
+        raise ConfigError(f"{name}: table_overrides.{name}.merge is set: {RETENTION_WITH_MERGE}. Nothing was changed")
     clock = policies.clock(name)
     clock.check_columns(info.partition_columns, name)
     cutoff = (now or utc_now()) - policy_age(older_than, policies.retention.older_than, "retention.older_than", name)
@@ -186,6 +193,8 @@ def retain_table(
                 outcome.places[unit.partition or ""] = done.removeprefix(f"dropped; {unit.live} ")
                 outcome.files += unit.details.get("files") or 0
                 outcome.bytes += unit.details.get("bytes") or 0
+            else:
+                outcome.failed[unit.partition or ""] = done
         finish_drops(spark, info, storage, journal)
     dropped = [u.spec or {} for u in journal.units if u.state == UnitState.DROPPED]
     _report_backups(spark, info, dropped, outcome, "stays")

@@ -129,6 +129,13 @@ def _plan_unit(
             f"{label} no longer holds the files compaction run {compaction.run_id} wrote (it was compacted "
             "again or rewritten since); roll back the newer backup first. Nothing was changed."
         )
+    rewritten = changed_files(unit.details.get("output_snapshot") or {}, present)  # older journals: names only
+    if rewritten:
+        raise OperationError(
+            f"{label}: file(s) compaction run {compaction.run_id} wrote were rewritten under the same name since "
+            f"({', '.join(rewritten[:3])}: another size or modification time); rolling back would delete that "
+            f"data. Nothing was changed; {_by_hand(unit)}, keeping the rewritten file(s)."
+        )
     changed = changed_files({name: unit.snapshot.get(name) for name in kept}, present)
     if changed:
         raise OperationError(

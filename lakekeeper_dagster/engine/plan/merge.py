@@ -5,12 +5,13 @@ columns: for nested columns (`year/month/day/hour` into `[year, month]`) the dro
 flat column (`dt` '%Y%m%d%H' into '%Y%m%d') its partition column `dt` holds the coarse value and the data column
 `dt__fine` the original, which the view maps back. A period (one coarse partition) is merged when it ended by the
 cutoff, with every fine partition of it the metastore lists; a period already in the merged table (its late fine
-partitions), one with a missing or shared location and the untimed partitions are reported and left alone.
+partitions), one with a missing or shared location or holding another table's data, and the untimed partitions are
+reported and left alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -195,9 +196,11 @@ def plan_merge(
     merged_partitions: set[str],
     cutoff: datetime,
     fits: Callable[[MergePeriod], bool],
+    taken: Mapping[str, str] | None = None,
 ) -> MergePlan:
     """Which periods of `candidates` (every partition of the source) to merge at `cutoff`; `merged_partitions`
-    names the merged table's partitions, `fits` tells whether a period's view text fits the metastore."""
+    names the merged table's partitions, `fits` tells whether a period's view text fits the metastore, `taken` the
+    fine partitions whose directory holds another table's data, with why."""
     coarse_clock = layout.coarse_clock
     by_period: dict[str, tuple[dict[str, str], list[FineCandidate]]] = {}
     untimed = []
@@ -226,6 +229,8 @@ def plan_merge(
             f.partition for f in fine for g in fine if f is not g and shares_location(f.location, g.location)
         ]:
             reason = f"the location of {shared[0]} is shared with another partition"
+        elif held := [f.partition for f in fine if f.partition in (taken or {})]:
+            reason = f"another table's data would go with {held[0]}: {(taken or {})[held[0]]}"
         period = MergePeriod(name, spec, tuple(fine), reason)
         if reason is None and not fits(period):
             reason = "its fine partitions are too many for the view's text in the metastore; merge a finer period"

@@ -2,15 +2,16 @@
 
 Older partitions (their whole period ended by the cutoff, `PartitionClock.select_older`) are dropped, except: when
 every timed partition is older, those of the newest period (never dropped, however many share it); a partition whose
-location is not strictly inside the table's location, is missing, or is shared with a partition that is kept (one
-location the same as, inside or around the other's: moving its directory away would take a kept partition's files).
+location is not strictly inside the table's location, is missing, is shared with a partition that is kept (one
+location the same as, inside or around the other's: moving its directory away would take a kept partition's files), or
+holds another table's data (`taken`: found in the catalog by the caller).
 Untimed partitions are reported. A plan dropping more than `max_fraction` of all the table's partitions is refused
 unless forced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -102,8 +103,10 @@ def plan_retention(
     cutoff: datetime,
     max_fraction: float,
     force: bool = False,
+    taken: Mapping[str, str] | None = None,
 ) -> RetentionPlan:
-    """Which of `partitions` (all of the table's; the older ones listed) to drop at `cutoff`, and the guard."""
+    """Which of `partitions` (all of the table's; the older ones listed) to drop at `cutoff`, and the guard;
+    `taken` names the partitions whose directory holds another table's data, with why."""
     selection = clock.select_older(partitions, cutoff, spec_of=lambda p: p.spec)
     older = sorted(selection.older, key=lambda c: (clock.start(c.spec), c.partition))
     newest = None if selection.newer or not older else clock.start(older[-1].spec)
@@ -115,6 +118,8 @@ def plan_retention(
             reasons[c.partition] = f"its location {c.location} is not inside the table's location {table_location}"
         elif c.files is None:
             reasons[c.partition] = f"its location {c.location} is missing"
+        elif c.partition in (taken or {}):
+            reasons[c.partition] = f"another table's data would go with it: {(taken or {})[c.partition]}"
     changed = True
     while changed:  # a partition kept for sharing keeps the ones sharing with it in turn
         dropped = {c.partition for c in older} - set(reasons)
