@@ -8,7 +8,8 @@ from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, read_table, table_exists
 from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.hive.model import split_table_name
-from lakekeeper_dagster.engine.ops.merge import PeriodCopy, count_merged, merge_targets
+from lakekeeper_dagster.engine.ops.merge import PeriodCopy, count_merged
+from lakekeeper_dagster.engine.ops.merge_targets import merge_targets
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint
 from lakekeeper_dagster.engine.statuses import Operation, UnitState
