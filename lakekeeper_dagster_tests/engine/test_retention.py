@@ -228,6 +228,18 @@ def test_a_table_that_purges_on_drop_is_refused_unless_skip_trash(spark, databas
     assert rows_of(spark, table) == without(rows, "2019041316", "2019041317")
 
 
+def killed_once_unregistered(spark, metastore, database: str, name: str, root: Path, cwd: Path):
+    """A three-partition table whose retention (CLI, --skip-trash) was killed once its first partition was
+    unregistered; the table and its rows before."""
+    table = make_table(spark, database, name, root, partitions=FLAT[:3], files=2, rows=10)
+    rows = rows_of(spark, table)
+    config = {"table_overrides": {table: {"partition_time": {"dt": "%Y%m%d%H"}}}}
+    args = ["retention", "--table", table, "--older-than", "90d", "--skip-trash", "--force"]
+    crashed = run_cli(args, cwd, metastore.uri, {"LAKEKEEPER_FAULT": "kill@unregistered"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    return table, rows
+
+
 @pytest.mark.crash
 @pytest.mark.slow
 def test_recover_leaves_a_directory_another_partition_was_pointed_at_after_the_kill(
@@ -236,12 +248,7 @@ def test_recover_leaves_a_directory_another_partition_was_pointed_at_after_the_k
     """Killed once unregistered; an operator registers another partition over the dropped directory: recover
     lists the table's partitions right before the move and leaves the directory (and that partition's data)."""
     root = data_dir / "sl"
-    table = make_table(spark, database, "sl", root, partitions=FLAT[:3], files=2, rows=10)
-    rows = rows_of(spark, table)
-    config = {"table_overrides": {table: {"partition_time": {"dt": "%Y%m%d%H"}}}}
-    args = ["retention", "--table", table, "--older-than", "90d", "--skip-trash", "--force"]
-    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@unregistered"}, config=config)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    table, rows = killed_once_unregistered(spark, metastore, database, "sl", root, tmp_path)
     spark.sql(f"ALTER TABLE {table} ADD PARTITION (dt='2099010100') LOCATION 'file:{root}/dt=2019041316'")
     first, _second = recover(spark, [(database, "sl")])
     assert "dt=2019041316: left in place: partition dt=2099010100 of the table uses" in first
@@ -336,3 +343,24 @@ def test_retention_of_a_table_with_a_merge_policy_is_refused(spark, database, da
     with pytest.raises(ConfigError, match=f"{database}.mp: table_overrides.{database}.mp.merge is set: retention"):
         retain_table(spark, database, "mp", policy, "90d", now=NOW, skip_trash=True)
     assert state(spark, database, "mp", root) == before
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_recover_leaves_a_directory_another_table_was_created_over_after_the_kill(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """Killed once unregistered; an operator saves the data by creating a table over the directory: recover checks
+    the other tables right before the move and leaves the directory (and that table's data)."""
+    root = data_dir / "rs"
+    _table, rows = killed_once_unregistered(spark, metastore, database, "rs", root, tmp_path)
+    rescue = f"{database}.rescue"
+    spark.sql(
+        f"CREATE EXTERNAL TABLE {rescue} (id BIGINT, v STRING, n INT) STORED AS PARQUET "
+        f"LOCATION 'file:{root}/dt=2019041316'"
+    )
+    saved = rows_of(spark, rescue)
+    assert saved == sorted(r[:3] for r in rows if r[3] == "2019041316")
+    first, _second = recover(spark, [(database, "rs")])
+    assert f"dt=2019041316: left in place: another table's data would go with it ({rescue} uses" in first
+    assert len(data_files(root / "dt=2019041316")) == 2 and rows_of(spark, rescue) == saved

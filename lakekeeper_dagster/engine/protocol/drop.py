@@ -16,7 +16,8 @@ from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, unregister_partition
-from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
+from lakekeeper_dagster.engine.hive.placement import taken_directories
 from lakekeeper_dagster.engine.plan.retention import shares_location
 from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
@@ -71,7 +72,8 @@ def _unregister(spark: SparkSession, storage: Storage, info: TableInfo, journal:
 
 def _trash(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
     """Move the unit's directory away unless a partition of the table uses it, a directory inside it or one around it
-    (re-added, or pointed there since the plan: one listing right before the move); DROPPED, or ABORTED."""
+    (re-added, or pointed there since the plan: one listing right before the move), or another table's data lives in
+    it (`taken_directories`, also right before the move); DROPPED, or ABORTED."""
     unit = journal.units[i]
     live = unquote(storage.qualify(unit.live))  # both unquoted: a location given as `dt%3D1` is the directory `dt=1`
     for other in list_partitions(spark, info):
@@ -84,6 +86,11 @@ def _trash(spark: SparkSession, storage: Storage, info: TableInfo, journal: Jour
             )
             journal.record(storage, UnitState.ABORTED, i, error=why)
             return why
+    taken = taken_directories(spark, storage, info, [Unit(unit.spec, unit.live)]).get(unit.partition or "")
+    if taken:  # another table created over it (or inside it) since the plan, or since a crash: its data stays
+        why = f"left in place: another table's data would go with it ({taken}), so {unit.live} was not moved away"
+        journal.record(storage, UnitState.ABORTED, i, error=why)
+        return why
     journal.fence(f"removing {unit.live}")
     outcome = _remove(storage, unit)
     journal.record(storage, UnitState.DROPPED, i, outcome=outcome)

@@ -27,7 +27,8 @@ from lakekeeper_dagster.engine.hive.catalog import (
     read_table,
     unregister_partition,
 )
-from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause, sql_string
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit, partition_clause, sql_string
+from lakekeeper_dagster.engine.hive.placement import taken_directories
 from lakekeeper_dagster.engine.plan.retention import shares_location
 from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
@@ -75,7 +76,8 @@ def _remove(storage: Storage, location: str, skip_trash: bool) -> None:
 def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, used: list[str], skip: bool) -> str:
     """Move a planned fine partition's files away: unregistered when it holds nothing else and is still the partition
     planned on (with its directory, unless shared or outside the table's), else only the planned files: a writer's
-    newer files, one at work (a subdirectory such as `_temporary`, an in-progress file) stay visible, registered."""
+    newer files, one at work (a subdirectory such as `_temporary`, an in-progress file) stay visible, registered. A
+    directory another table's data lives in (checked right before, `taken_directories`) keeps every file."""
     location, planned = fine["location"], fine["files"]
     if not storage.exists(location):
         return f"{fine['partition']}: already gone"
@@ -84,6 +86,17 @@ def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: di
     others = [f.name for f in entries.files if f.name not in ours] + entries.directories  # `_temporary`: a writer
     others += [w.path for w in find_writers(storage, info.location or "", location)]  # in-progress files
     now = partition_identity(spark, info, fine["spec"])
+    taken = taken_directories(spark, storage, info, [Unit(fine["spec"], location)]).get(fine["partition"])
+    if taken:  # another table reads these files: unregistered (the merged copy shows them), files left in place
+        if others:
+            raise OperationError(
+                f"{fine['partition']} holds another table's data ({taken}) and files written since the copy "
+                f"({others[0]}): neither can be moved away nor kept registered without showing rows twice; move one "
+                "of them elsewhere, then run `lakekeeper-dagster recover`"
+            )
+        if now is not None and now == fine["identity"]:
+            unregister_partition(spark, info, fine["spec"])
+        return f"{fine['partition']}: unregistered; its files left in place: another table's data ({taken})"
     if not others and (now is None or now == fine["identity"]):
         if now is not None:
             unregister_partition(spark, info, fine["spec"])
