@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,15 @@ def pytest_addoption(parser) -> None:
 
 
 def pytest_configure(config) -> None:
-    """The test JVMs' flags and class archive (`jvm.py`), for every Spark JVM this run and its subprocesses start."""
+    """The test JVMs' flags and class archive (`jvm.py`), for every Spark JVM this run and its subprocesses start;
+    SIGTERM ends the run as Ctrl-C does, fixtures torn down (`make test` ends the cluster tier so: a background job
+    ignores Ctrl-C), so the servers and clusters they started in sessions of their own are stopped."""
     os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args()
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 # `make test` runs the suite in two pytest-xdist workers (`--dist loadgroup`), each with its own metastore, Spark

@@ -52,9 +52,13 @@ def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt:
         _written[key] = source
     target.mkdir(parents=True, exist_ok=True)
     job = str(uuid.uuid4())
-    for path in _written[key].iterdir():
+    # checksums first and _SUCCESS last, each file complete under a hidden name, then renamed: a reader sees whole
+    # files, as after a job's commit
+    for path in sorted(_written[key].iterdir(), key=lambda p: (not p.name.startswith("."), p.name == "_SUCCESS")):
         name = _PART_NAME.sub(lambda m: m.group(1) + job + m.group(2), path.name)
-        shutil.copyfile(path, target / name)
+        partial = target / f".{name}.copying"
+        shutil.copyfile(path, partial)
+        os.replace(partial, target / name)
 
 
 def _local_dir(location: str) -> Path | None:
