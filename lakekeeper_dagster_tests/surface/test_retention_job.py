@@ -37,6 +37,19 @@ def _metadata(result: dg.ExecuteInProcessResult) -> dict:
     return {k: v.value for k, v in output.event_specific_data.metadata.items()}
 
 
+def failed_real_run(defs: dg.Definitions):
+    """A real run (not a dry run, skip_trash) of retention_job over every table with a policy, which must fail:
+    its step's failure data."""
+    with dg.instance_for_test() as instance:
+        result = defs.get_job_def("retention_job").execute_in_process(
+            instance=instance,
+            run_config={"ops": {"retention": {"config": {"dry_run": False, "skip_trash": True}}}},
+            raise_on_error=False,
+        )
+    assert not result.success
+    return result.failure_data_for_node("retention").user_failure_data
+
+
 def _dirs(data_dir) -> list[str]:
     return sorted(p.name for p in (data_dir / "ret").iterdir())
 
@@ -104,14 +117,7 @@ def test_a_failing_table_does_not_hide_what_was_dropped_from_the_others(spark, m
     raw = {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "table_overrides": overrides}
     config = parse_config(raw, "t")
     defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
-    with dg.instance_for_test() as instance:
-        result = defs.get_job_def("retention_job").execute_in_process(
-            instance=instance,
-            run_config={"ops": {"retention": {"config": {"dry_run": False, "skip_trash": True}}}},
-            raise_on_error=False,
-        )
-    assert not result.success
-    failure = result.failure_data_for_node("retention").user_failure_data
+    failure = failed_real_run(defs)
     assert failure.description.startswith(f"1 table(s) failed:\n{bad}: {bad}: dropping 2 of its 4 partitions")
     shown = {k: v.value for k, v in failure.metadata.items()}
     assert shown["partitions"] == [f"{table}/dt=2019041316", f"{table}/dt=2019041317"] and list(shown["failed"]) == [
@@ -129,14 +135,7 @@ def test_a_partition_that_was_not_dropped_fails_the_run_and_the_command(
     defs, table = location
     monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 0.5)
     (data_dir / "ret" / "dt=2019041316" / ".part-0.inprogress.x").write_text("")
-    with dg.instance_for_test() as instance:
-        result = defs.get_job_def("retention_job").execute_in_process(
-            instance=instance,
-            run_config={"ops": {"retention": {"config": {"dry_run": False, "skip_trash": True}}}},
-            raise_on_error=False,
-        )
-    assert not result.success
-    failure = result.failure_data_for_node("retention").user_failure_data
+    failure = failed_real_run(defs)
     assert failure.description.startswith(f"1 table(s) failed:\n{table}: 1 partition(s) not dropped: dt=2019041316: ")
     assert "in progress" in failure.description
     assert failure.metadata["partitions"].value == [f"{table}/dt=2019041317"]
