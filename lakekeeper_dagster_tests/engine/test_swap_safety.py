@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from lakekeeper_dagster.engine.errors import OperationError, StorageError
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.protocol.recovery import recover
@@ -47,11 +48,12 @@ def row(i: int) -> tuple:
     return (i, f"v{i}", i % 7, DAY)
 
 
-def run_paused_at_retiring(spark, database, table, monkeypatch, writer) -> list:
-    """Compact `table` with a pause right before the retire rename (after every check), `writer` acting in it."""
-    announcements = Announcements("retiring")
+def run_paused_at_retiring(spark, database, table, monkeypatch, writer, point: str = "retiring") -> list:
+    """Compact `table` with a pause right before the retire rename (after every check), or at another `point` of
+    the swap, `writer` acting in it."""
+    announcements = Announcements(point)
     monkeypatch.setattr(sys, "stderr", announcements)
-    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@retiring:3")
+    monkeypatch.setenv("LAKEKEEPER_FAULT", f"sleep@{point}:3")
 
     def act() -> None:
         if announcements.reached.wait(300):
@@ -116,6 +118,57 @@ def test_appender_with_a_same_name_overwrite_during_the_swap_keeps_exactly_what_
     assert result.status == "failed" and "while it was being swapped" in result.reason, result.reason
     assert rows_of(spark, table) == expected  # nothing lost, nothing duplicated, nothing stale brought back
     assert hidden_dirs(data_dir) == []
+
+
+@pytest.mark.parametrize("then", ["writer done", "originals damaged"])
+def test_a_writer_re_creating_the_partition_mid_swap_loses_nothing_and_recover_finishes_once_it_is_done(
+    spark, database, data_dir, tmp_path, monkeypatch, then
+):
+    """Issue 38 item 1: between the retire rename and the install a writer re-creates the partition directory with
+    one committed file and a task still running (`_temporary/`). The install takes the committed file (journaled)
+    and stops; `recover` stops too while the writer works, deleting nothing, and finishes the swap once the writer is
+    done. When recovery must undo the swap instead (an original was removed from the retired directory by hand),
+    the writer's files go back into the partition, never deleted with the staged copy."""
+    table = make_table(spark, database, "rw", data_dir, partitions=DATES[:1], files=4)
+    partition = data_dir / f"date={DAY}"
+    before = rows_of(spark, table)
+    write_files(spark, (tmp_path / "w").as_uri(), 1000, 20, 2, "parquet")
+    committed, running = data_files(tmp_path / "w")
+    written = [row(i) for i in range(1000, 1020)]
+
+    def writer() -> None:
+        (partition / "_temporary" / "0").mkdir(parents=True)
+        os.rename(committed, partition / "part-w0.parquet")
+        os.rename(running, partition / "_temporary" / "0" / "part-w1.parquet")
+
+    with pytest.raises(OperationError, match="a writer is working in it"):
+        run_paused_at_retiring(spark, database, "rw", monkeypatch, writer, point="kept_carried")
+    (staging,) = data_dir.glob(".lk-staging-*")
+    assert (staging / "part-w0.parquet").exists()  # taken, journaled, kept
+
+    with pytest.raises(StorageError, match="a writer is working in it"):
+        recover(spark, [(database, "rw")])
+    assert (staging / "part-w0.parquet").exists() and (partition / "_temporary/0/part-w1.parquet").exists()
+
+    os.rename(partition / "_temporary/0/part-w1.parquet", partition / "part-w1.parquet")  # the writer's job commits
+    shutil.rmtree(partition / "_temporary")
+    (partition / "_SUCCESS").touch()
+    if then == "originals damaged":
+        (retired,) = data_dir.glob(".lk-old-*")
+        data_files(retired)[0].unlink()
+
+    messages = recover(spark, [(database, "rw")])
+
+    assert not list(data_dir.glob(".lk-staging-*"))
+    if then == "writer done":
+        assert any("swap finished" in m for m in messages), messages
+        assert rows_of(spark, table) == sorted(before + written)  # the compacted originals and both writer files
+    else:
+        assert any("rolled back" in m for m in messages), messages
+        assert sorted(p.name for p in data_files(partition)) == ["part-w0.parquet", "part-w1.parquet"]
+        assert rows_of(spark, table) == written  # given back; the originals wait, untouched, aside
+        (aside,) = data_dir.glob(".lk-old-*")
+        assert len(data_files(aside)) == 3
 
 
 def test_attributes_of_the_originals_are_carried_before_the_swap(spark, database, data_dir):

@@ -21,7 +21,13 @@ from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
 from lakekeeper_dagster.engine.hive.stats import parameters_of, set_file_stats
 from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
-from lakekeeper_dagster.engine.protocol.swap import SwapAborted, finish_swap, restore_retired
+from lakekeeper_dagster.engine.protocol.swap import (
+    ArrivalRecorder,
+    SwapAborted,
+    finish_swap,
+    give_back_arrived,
+    restore_retired,
+)
 from lakekeeper_dagster.engine.statuses import SWAP_BEGUN, RunStep, UnitState
 
 if TYPE_CHECKING:
@@ -33,11 +39,24 @@ def refresh(spark: SparkSession, info: TableInfo) -> None:
     spark.catalog.refreshTable(info.sql_name)
 
 
+def arrival_recorder(storage: Storage, journal: Journal, index: int) -> ArrivalRecorder:
+    """Journal the names of files a unit's install takes from a re-created partition directory (with those taken
+    before), in the unit's current state, before they move."""
+
+    def record(names: list[str]) -> None:
+        unit = journal.units[index]
+        arrived = sorted({*unit.details.get("arrived", []), *names})
+        journal.record(storage, unit.state, index, arrived=arrived)
+
+    return record
+
+
 def swap_unit(storage: Storage, journal: Journal, index: int, recovering: bool = False) -> int:
     """Swap one compaction unit, verified (re-entrant from any point a crash left it at); return the late files
     carried over. Raises `SwapAborted` once the swap is undone: the caller then calls `abort_unit`."""
     journal.fence(f"the swap of {journal.units[index].label}")
-    carried = finish_swap(storage, journal.units[index], verify=True, recovering=recovering)
+    record = arrival_recorder(storage, journal, index)
+    carried = finish_swap(storage, journal.units[index], record, verify=True, recovering=recovering)
     kill_point("installed")
     return carried
 
@@ -63,6 +82,7 @@ def abort_unit(
             "the journal is missing a record. Nothing was changed; inspect the partition and that directory."
         )
     aside = restore_retired(storage, unit)
+    give_back_arrived(storage, unit)  # a writer's files the install took: back into the partition, never deleted
     if aside:
         reason = f"{reason}; {aside}"
     stranded = [name for name in unit.kept if storage.exists(child(unit.incoming, name))]
@@ -153,7 +173,8 @@ def commit_restored(
     journal.fence(f"restoring {unit.label}")
     if unit.state != UnitState.INSTALLED:  # once installed, the copy may already be retired: never swap again
         try:
-            carried = finish_swap(storage, unit, verify=True, recovering=recovering)
+            record = arrival_recorder(storage, journal, i)
+            carried = finish_swap(storage, unit, record, verify=True, recovering=recovering)
         except SwapAborted as undone:
             journal.record(storage, UnitState.ABORTED, i, error=str(undone))
             return str(undone)

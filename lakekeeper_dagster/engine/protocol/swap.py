@@ -15,6 +15,7 @@ undone (`restore_retired`) and `SwapAborted` raised: the caller aborts the unit,
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from lakekeeper_dagster.engine.errors import StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
@@ -23,6 +24,9 @@ from lakekeeper_dagster.engine.protocol.checks import changed_files
 from lakekeeper_dagster.engine.protocol.journal import UnitRecord
 
 INSTALL_ATTEMPTS = 10
+SUCCESS_MARKER = "_SUCCESS"  # a finished Hadoop job's marker: moved with the files of a writer that is done
+
+ArrivalRecorder = Callable[[list[str]], None]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,42 @@ def _move_data_files(storage: Storage, source: str, target: str, skip: set[str])
     return moved
 
 
+def _take_arrivals(storage: Storage, unit: UnitRecord, record_arrived: ArrivalRecorder) -> int:
+    """Move the files a writer left in a re-created `live` (data files and its `_SUCCESS` marker) into `incoming`,
+    journaled by name before the first one moves, so an undone swap gives them back (`give_back_arrived`) and
+    recovery finishes the install; return how many data files moved."""
+    names = [n for n in storage.list_names(unit.live, directories=False) if not is_hidden(n) or n == SUCCESS_MARKER]
+    if not names:
+        return 0
+    record_arrived(names)
+    for name in names:
+        storage.rename_file(child(unit.live, name), child(unit.incoming, name))
+    return sum(1 for n in names if n != SUCCESS_MARKER)
+
+
+def give_back_arrived(storage: Storage, unit: UnitRecord) -> None:
+    """Move the files an install took from a re-created `live` (journaled `arrived`) back into `live`, re-created
+    when needed (re-entrant): a swap that is undone keeps nothing of another writer's, let alone deletes it. A name
+    taken again in `live` meanwhile stops it with both files in place."""
+    arrived = unit.details.get("arrived", [])
+    if not arrived or not storage.exists(unit.incoming):
+        return
+    present = set(storage.list_names(unit.incoming, directories=False))
+    back = [name for name in arrived if name in present]
+    if back and not storage.exists(unit.live):
+        storage.mkdirs(unit.live)
+    for name in back:
+        storage.rename_file(child(unit.incoming, name), child(unit.live, name))
+
+
+def _writer_at_work(directory: str, what: str) -> StorageError:
+    return StorageError(
+        f"{directory} was re-created during the swap and a writer is working in it ({what}): once the writer is "
+        "done, run `lakekeeper-dagster recover` for the table to finish the swap (the writer's files taken so far "
+        "wait in the staging directory, journaled; nothing is deleted)"
+    )
+
+
 def _remove_if_no_data(storage: Storage, directory: str) -> bool:
     """Delete a directory holding only hidden files (markers, checksums); False when data arrived meanwhile.
 
@@ -52,14 +92,12 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
         # Only a moved data file's checksum (`.<name>.crc`, local filesystems) goes; any other hidden file (a writer's
         # `.inprogress` or `.pending` file) is someone's work in progress.
         if is_hidden(name) and not (name.startswith(".") and name.endswith(".crc") and name[1:-4] not in names):
-            raise StorageError(
-                f"{directory} was re-created during the swap and a writer is working in it ({name}); stop the writer, "
-                "then run `lakekeeper-dagster recover` (the new data is still in the staging directory)"
-            )
+            raise _writer_at_work(directory, name)
         if is_hidden(name):
             storage.delete(child(directory, name), recursive=False)
-    if storage.list_names(directory, directories=True):
-        raise StorageError(f"{directory} was re-created during the swap and a writer is working in it; run recover")
+    subdirectories = storage.list_names(directory, directories=True)
+    if subdirectories:
+        raise _writer_at_work(directory, f"{subdirectories[0]}/")
     return storage.delete_empty_dir(directory)
 
 
@@ -109,6 +147,7 @@ def _snapshot(unit: UnitRecord) -> dict[str, tuple[int, int] | None]:
 
 def _abort(storage: Storage, unit: UnitRecord, why: str) -> SwapAborted:
     aside = restore_retired(storage, unit)
+    give_back_arrived(storage, unit)
     return SwapAborted(
         f"{unit.label}: {why}; the swap was undone, nothing of this run was installed and the directory is as the "
         "other job left it" + (f" ({aside})" if aside else "")
@@ -148,13 +187,23 @@ def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> None:
     kill_point("retired")
 
 
-def finish_swap(storage: Storage, unit: UnitRecord, verify: bool = False, recovering: bool = False) -> int:
+def finish_swap(
+    storage: Storage,
+    unit: UnitRecord,
+    record_arrived: ArrivalRecorder,
+    verify: bool = False,
+    recovering: bool = False,
+) -> int:
     """Bring a unit from any point of its swap to the swapped state; return the number of files carried over.
 
-    With `verify`, raise `SwapAborted` after undoing the swap when the snapshot changed before or across the retire
-    rename, when the attributes cannot be set, or when the staged data is gone. `recovering` (a run interrupted
-    between the retire rename and the install, maybe days ago): a `live` directory found re-created is someone's
-    newer write (an overwrite or an append, which cannot be told apart), so the swap is undone too, never merged.
+    A `live` directory a writer re-created after the retire rename is taken in as late arrivals: `record_arrived`
+    journals the names of its files before they move into `incoming`; a writer still at work there (a hidden file,
+    a subdirectory) stops the swap, and the install is finished by recovery once the writer is done. With `verify`,
+    raise `SwapAborted` after undoing the swap (the taken files given back) when the snapshot changed before or
+    across the retire rename, when the attributes cannot be set, or when the staged data is gone. `recovering` (a
+    run interrupted between the retire rename and the install, maybe days ago): a `live` directory found re-created,
+    and not yet being taken in, is someone's newer write (an overwrite or an append, which cannot be told apart), so
+    the swap is undone too, never merged.
     """
     live, incoming, retired = unit.live, unit.incoming, unit.retired
     carried = 0
@@ -168,14 +217,14 @@ def finish_swap(storage: Storage, unit: UnitRecord, verify: bool = False, recove
         if verify:
             # A writer that replaced or deleted a file between the last check and the rename is seen only here.
             _verified(storage, unit, retired, "while it was being swapped", carried_into=incoming)
-            if recovering and storage.exists(live):
+            if recovering and storage.exists(live) and not unit.details.get("arrived"):
                 raise _abort(storage, unit, f"{live} was written again while its swap was interrupted")
         _carry_kept(storage, unit, retired, incoming)
         kill_point("kept_carried")
         for attempt in range(INSTALL_ATTEMPTS):
             if storage.exists(live):
                 # A writer re-created the live directory after it was retired: its files are late arrivals.
-                carried += _move_data_files(storage, live, incoming, skip=set())
+                carried += _take_arrivals(storage, unit, record_arrived)
                 if not _remove_if_no_data(storage, live):
                     continue  # another file arrived meanwhile: move it too
             try:
