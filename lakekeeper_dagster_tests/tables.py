@@ -91,20 +91,23 @@ def make_table(
     rows: int = 200,
     properties: dict[str, str] | None = None,
     codec: str | None = None,
+    buckets: int = 0,
 ) -> str:
-    """An external table at `root` (partitioned by the keys of `partitions`' specs), `files` files per unit."""
+    """An external table at `root` (partitioned by the keys of `partitions`' specs), `files` files per unit;
+    declared bucketed by `id` into `buckets` buckets when asked (its files are not written as buckets)."""
     location = root.as_uri()
     qualified = f"{quote_identifier(database)}.{quote_identifier(name)}"
     specs = partitions or [{}]
     partitioned = ""
     if partitions:
         partitioned = "PARTITIONED BY (" + ", ".join(f"`{c}` STRING" for c in partitions[0]) + ")"
+    clustered = f"CLUSTERED BY (id) INTO {buckets} BUCKETS" if buckets else ""
     props = ""
     if properties:
         props = "TBLPROPERTIES (" + ", ".join(f"{sql_string(k)}={sql_string(v)}" for k, v in properties.items()) + ")"
     spark.sql(
-        f"CREATE EXTERNAL TABLE {qualified} (id BIGINT, v STRING, n INT) {partitioned} STORED AS {fmt.upper()} "
-        f"LOCATION {sql_string(location)} {props}"
+        f"CREATE EXTERNAL TABLE {qualified} (id BIGINT, v STRING, n INT) {partitioned} {clustered} "
+        f"STORED AS {fmt.upper()} LOCATION {sql_string(location)} {props}"
     )
     for index, spec in enumerate(specs):
         target = f"{location}/{partition_name(spec)}" if spec else location
@@ -155,6 +158,38 @@ def run_cli(
     return subprocess.run(
         command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
     )
+
+
+def run_cli_in_process(spark, args: list[str], cwd: Path, config: dict | None = None):
+    """The `lakekeeper-dagster` command run in this process (`cli.main`) on the test session, for a test of what
+    the command does and prints, not of its process (a kill, a lease held by another process, the session it
+    starts: those stay `run_cli`): its config file in `cwd`, as `run_cli` writes it, and the same result (exit
+    code, stdout, stderr). The session settings the command applies are put back afterwards."""
+    import contextlib
+    import io
+
+    from lakekeeper_dagster import cli
+    from lakekeeper_dagster.config import load_config
+
+    (cwd / "lakekeeper.yaml").write_text(yaml.safe_dump({"spark_submit": cli_spark_submit(), **(config or {})}))
+    previous, config_env = Path.cwd(), os.environ.pop("LAKEKEEPER_CONFIG", None)
+    out, err = io.StringIO(), io.StringIO()
+    os.chdir(cwd)
+    touched = {key: spark.conf.get(key, None) for key in load_config(None).spark_conf()}
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(args)
+            except SystemExit as stop:  # argparse's own usage errors
+                code = stop.code
+    finally:
+        os.chdir(previous)
+        if config_env is not None:
+            os.environ["LAKEKEEPER_CONFIG"] = config_env
+        for key, value in touched.items():  # the command's session settings must not leak into other tests
+            if value is not None and spark.conf.isModifiable(key):
+                spark.conf.set(key, value)
+    return subprocess.CompletedProcess(["lakekeeper-dagster", *args], code, out.getvalue(), err.getvalue())
 
 
 def new_cluster_apps(cluster, known: set[str], timeout: float = 60.0) -> list[tuple[str, str]]:
