@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lakekeeper_dagster.engine.errors import OperationError
 from lakekeeper_dagster.engine.hive.catalog import (
     UNREAD_PARTITION_FIELDS,
     CatalogError,
@@ -14,6 +15,11 @@ from lakekeeper_dagster.engine.hive.catalog import (
     read_table,
 )
 from lakekeeper_dagster.engine.hive.model import HIVE_DEFAULT_PARTITION, TableInfo, partition_clause, partition_name
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.merge import merge_table
+from lakekeeper_dagster.engine.ops.retention import retain_table
+from lakekeeper_dagster.engine.policies import TablePolicies
+from lakekeeper_dagster_tests.tables import OPTIONS, make_table
 from spark_resources.py4j import as_python
 
 AWKWARD_VALUES = ["a/b=c:d", "it's é", "sp ace", "per%cent", "日本"]
@@ -185,6 +191,30 @@ def test_skip_reasons(spark, database, data_dir):
     assert reasons["acid"].startswith("transactional")
     assert reasons["ice"].startswith("iceberg")
     assert reasons["seq"].startswith("unsupported file format")
+
+
+def test_a_table_whose_partitions_hive_discovers_is_refused_by_every_operation(spark, database, data_dir):
+    """Issue 38: with 'discover.partitions'='true' a Hive 3/4 metastore drops a partition whose directory is missing
+    (a swap's moment) and re-adds one being dropped; every operation refuses the table, naming the property and the
+    statement that sets it aside, and changes nothing."""
+    specs = [{"dt": "2019041316"}, {"dt": "2019041317"}]
+    make_table(spark, database, "dp", data_dir, partitions=specs, files=3, properties={"discover.partitions": "TRUE"})
+    files = sorted(p.relative_to(data_dir) for p in data_dir.rglob("*"))
+    policies = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, retention={"older_than": "1d"})
+    aside = rf"'discover.partitions'='true'.*ALTER TABLE `{database}`.`dp` SET TBLPROPERTIES \('discover.partitions'"
+    with pytest.raises(OperationError, match=f"cannot be compacted: .*{aside}"):
+        compact_table(spark, database, "dp", OPTIONS)
+    with pytest.raises(OperationError, match=f"cannot be managed by retention: .*{aside}"):
+        retain_table(spark, database, "dp", policies)
+    merge = {"into": "%Y%m%d", "older_than": "1d", "view": "v"}
+    merging = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge=merge)
+    with pytest.raises(OperationError, match=f"cannot be merged: .*{aside}"):
+        merge_table(spark, database, "dp", merging)
+    assert sorted(p.relative_to(data_dir) for p in data_dir.rglob("*")) == files
+    assert [u.partition for u in list_partitions(spark, read_table(spark, database, "dp"))] == [
+        "dt=2019041316",
+        "dt=2019041317",
+    ]
 
 
 def test_missing_table_and_partition_are_clear_errors(spark, database, data_dir):

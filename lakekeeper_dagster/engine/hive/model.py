@@ -21,6 +21,9 @@ SUPPORTED_FORMATS = ("parquet", "orc", "avro", "text")
 BACKUP_SOURCE_PROPERTY = "lakekeeper.backup.source"
 MERGED_SOURCE_PROPERTY = "lakekeeper.merged.source"  # on a merged table and its union view: the source D.T
 HISTORY_PROPERTY = "lakekeeper.history"  # marks the history table (`hive/history_table.py`): never managed
+# Hive 3/4 metastores (CDP, HDP 3) sync the partitions of a table with this property set to true every few minutes:
+# a partition whose directory is missing is dropped, one whose directory has no entry is added.
+DISCOVER_PARTITIONS_PROPERTY = "discover.partitions"
 
 
 def escape_partition_value(value: str | None) -> str:
@@ -220,6 +223,13 @@ class TableInfo:
             return f"{self.table_format} table (it manages its own files; use its own compaction)"
         if self.transactional:
             return "transactional (ACID) table: Hive compaction owns its files"
+        if self.table_properties.get(DISCOVER_PARTITIONS_PROPERTY, "").strip().lower() == "true":
+            return (
+                f"the metastore's partition discovery is on ('{DISCOVER_PARTITIONS_PROPERTY}'='true'): it would drop a "
+                "partition while its directory is swapped, and re-add one being dropped. Set it aside for the run: "
+                f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('{DISCOVER_PARTITIONS_PROPERTY}'='false'), and "
+                "back to 'true' once the run is done"
+            )
         if self.table_type != "EXTERNAL":
             return f"{self.table_type.lower()} table: only EXTERNAL tables are managed"
         if not self.location:
