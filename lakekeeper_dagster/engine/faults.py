@@ -16,7 +16,8 @@ a recovery can be killed too;
 to let a test change files at that moment), after printing `lakekeeper fault: sleeping at <point>` on stderr;
 `LAKEKEEPER_FAULT=fail@<point>` raises `InjectedFault` at a `fail_point(<point>)` (`attributes`: setting the
 attributes of a staged directory or file fails; `observations_recorded`: an observation run fails after recording;
-`backlog_kept`: it fails between keeping a table's backlog count and its fingerprint);
+`backlog_kept`: it fails between keeping a table's backlog count and its fingerprint; `history_appended`: a history
+flush fails right after a pending file's records landed in the history table, also a kill point);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification (of every unit;
 `drop-staged-file@<partition>`: of that partition only);
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.

@@ -109,6 +109,32 @@ def test_a_failed_history_write_never_fails_the_run_and_arrives_with_the_next(
     assert not list(sink.pending_dir.glob("*.jsonl"))
 
 
+def test_records_whose_flush_failed_after_they_landed_are_recorded_once(
+    spark, database, data_dir, sink, history_db, monkeypatch
+):
+    """Issue 38 item 9: a flush that fails (or is killed) after a pending file's records landed in the table leaves
+    the file pending; the next run's flush appends none of them a second time."""
+    make_table(spark, database, "one", data_dir / "one", partitions=DATES[:2], files=3)
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "fail@history_appended")
+    with recorded(sink):
+        compact_table(spark, database, "one", OPTIONS)
+    monkeypatch.delenv("LAKEKEEPER_FAULT")
+    assert len(list(sink.pending_dir.glob("pending-*.jsonl"))) == 1
+    assert len(read_rows(spark, history_db, "history")) == 2  # landed before the failure
+
+    with recorded(sink):
+        rollback_table(spark, database, "one")  # flushes the pending file again, then its own records
+
+    rows = read_rows(spark, history_db, "history")
+    assert sorted((r["operation"], r["partition_name"]) for r in rows) == [
+        ("compact", f"date={DATES[0]['date']}"),
+        ("compact", f"date={DATES[1]['date']}"),
+        ("rollback", f"date={DATES[0]['date']}"),
+        ("rollback", f"date={DATES[1]['date']}"),
+    ]
+    assert not list(sink.pending_dir.glob("*.jsonl"))
+
+
 def test_the_history_table_is_never_managed(spark, database, data_dir, sink, history_db):
     make_table(spark, database, "ev", data_dir, partitions=DATES[:1], files=3)
     with recorded(sink):

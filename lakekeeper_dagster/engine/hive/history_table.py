@@ -74,8 +74,19 @@ def ensure_history_table(spark: SparkSession, database: str, table: str) -> str:
     return read_table(spark, database, table).location
 
 
-def append_rows(spark: SparkSession, storage: Storage, database: str, table: str, rows: Sequence[Mapping]) -> None:
-    """Append `rows` (column -> value, with `DAY`) to the history table, creating it when missing."""
+def append_rows(
+    spark: SparkSession,
+    storage: Storage,
+    database: str,
+    table: str,
+    rows: Sequence[Mapping],
+    token: str | None = None,
+) -> None:
+    """Append `rows` (column -> value, with `DAY`) to the history table, creating it when missing.
+
+    Each day's rows land as one file named by `token`: appending the same rows again with the same token (a retry
+    after a failure or a kill that left them pending) skips every day already in place, so none is recorded twice.
+    """
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     if not rows:
@@ -84,8 +95,8 @@ def append_rows(spark: SparkSession, storage: Storage, database: str, table: str
     types = {"STRING": StringType(), "BIGINT": LongType(), "DOUBLE": DoubleType()}
     schema = StructType([StructField(n, types[k]) for n, k in (*COLUMNS, (DAY, "STRING"))])
     names = [f.name for f in schema.fields]
-    token = uuid.uuid4().hex[:12]
-    staging = child(location, f".lk-history-{token}")  # hidden: readers of the table never see it
+    token = token or uuid.uuid4().hex[:12]
+    staging = child(location, f".lk-history-{uuid.uuid4().hex[:12]}")  # hidden: readers of the table never see it
     try:
         with job_description(spark, f"lakekeeper history append {len(rows)} record(s) to {database}.{table}"):
             frame = spark.createDataFrame([tuple(row.get(n) for n in names) for row in rows], schema)
@@ -94,7 +105,9 @@ def append_rows(spark: SparkSession, storage: Storage, database: str, table: str
             source, target = child(staging, f"{DAY}={day}"), child(location, f"{DAY}={day}")
             storage.mkdirs(target)
             for number, data in enumerate(storage.list_data_files(source)):
-                storage.rename_strict(data.path, child(target, f"history-{token}-{number:03d}.parquet"))
+                name = child(target, f"history-{token}-{number:03d}.parquet")
+                if not storage.exists(name):  # else appended by an earlier attempt with these rows
+                    storage.rename_strict(data.path, name)
             spark.sql(f"ALTER TABLE {_sql_name(database, table)} ADD IF NOT EXISTS {partition_clause({DAY: day})}")
     finally:
         storage.delete(staging)

@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakekeeper_dagster.engine.faults import fail_point, kill_point
 from lakekeeper_dagster.engine.fs.storage import DataFile, Storage
 from lakekeeper_dagster.engine.hive.history_table import DAY, append_rows
 from lakekeeper_dagster.engine.hive.model import split_table_name
@@ -237,9 +238,9 @@ def _spool(directory: Path, records: Sequence[HistoryRecord]) -> None:
     os.replace(temporary, directory / name)
 
 
-def _append(spark: SparkSession, storage: Storage, table: str, rows: list[dict]) -> None:
+def _append(spark: SparkSession, storage: Storage, table: str, rows: list[dict], token: str | None = None) -> None:
     database, name = split_table_name(table, "history.table")
-    append_rows(spark, storage, database, name, rows)
+    append_rows(spark, storage, database, name, rows, token)
 
 
 def _alive(pid: int) -> bool:
@@ -262,8 +263,10 @@ def _reclaim(directory: Path) -> None:
 
 
 def flush(spark: SparkSession, storage: Storage, sink: HistorySink) -> int:
-    """Append every pending record of `sink` to its table; the number written (0 when the write failed: logged,
-    the records stay pending). Each pending file is claimed by a rename first: two flushes never write one twice."""
+    """Append every pending record of `sink` to its table, one pending file at a time; the number written. Each file
+    is claimed by a rename first (two flushes never take one file), and appended under its own name as the token
+    (`append_rows`): records that landed before a failure or a kill are not appended again when the file is retried.
+    A failed write is logged, and its file and the ones after it stay pending for the next run."""
     directory = sink.pending_dir
     if not directory.is_dir():
         return 0
@@ -276,20 +279,22 @@ def flush(spark: SparkSession, storage: Storage, sink: HistorySink) -> int:
         except FileNotFoundError:  # another flush claimed it
             continue
         claimed.append((path, mine))
-    if not claimed:
-        return 0
-    rows: list[dict] = []
-    try:
-        rows = [json.loads(line) for _, mine in claimed for line in mine.read_text(encoding="utf-8").splitlines()]
-        _append(spark, storage, sink.table, rows)
-    except Exception as error:
-        for path, mine in claimed:
-            os.replace(mine, path)
-        log.warning(
-            "history: %d pending file(s) (%d record(s)) could not be written to %s (%s); kept in %s, written at the "
-            "next run", len(claimed), len(rows), sink.table, java_cause(error), directory,
-        )  # fmt: skip
-        return 0
-    for _, mine in claimed:
+    written = 0
+    for index, (path, mine) in enumerate(claimed):
+        rows: list[dict] = []
+        try:
+            rows = [json.loads(line) for line in mine.read_text(encoding="utf-8").splitlines()]
+            _append(spark, storage, sink.table, rows, token=path.name.removesuffix(PENDING_SUFFIX))
+            fail_point("history_appended")
+            kill_point("history_appended")
+        except Exception as error:
+            for back, taken in claimed[index:]:
+                os.replace(taken, back)
+            log.warning(
+                "history: %d pending file(s) (%d record(s) in the first) could not be written to %s (%s); kept in %s, "
+                "written at the next run", len(claimed) - index, len(rows), sink.table, java_cause(error), directory,
+            )  # fmt: skip
+            return written
         mine.unlink()
-    return len(rows)
+        written += len(rows)
+    return written
