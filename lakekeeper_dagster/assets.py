@@ -12,7 +12,7 @@ from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from lakekeeper_dagster.failures import ENGINE_ERRORS, engine_failures, fail_on_failed_units
+from lakekeeper_dagster.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.figures import (
     checksum_check_metadata,
     files_check_metadata,
@@ -22,6 +22,7 @@ from lakekeeper_dagster.figures import (
 )
 from lakekeeper_dagster.managed import current_table
 from lakekeeper_dagster.translator import HiveTableTranslator
+from spark_resources.py4j import java_cause
 from spark_resources.resource import HiveSparkResource
 
 ROW_COUNT = "row_count_preserved"
@@ -110,14 +111,15 @@ def diff_metadata(
     context: dg.AssetExecutionContext, spark, settings: LakekeeperConfig, info: TableInfo, results: list[UnitResult]
 ) -> dict:
     """The run's diff (`engine/ops/diff.py`) as a Markdown table, when it committed a unit; none (with a warning)
-    when its history records are not written yet (a failed history write: they come with the next run)."""
+    when its history cannot be read: its records are not written yet (a failed history write: they come with the
+    next run), or the history table fails to read. The data change is committed: its diff never fails the step."""
     run = next((r.run_id for r in results if r.status == UnitStatus.COMPACTED and r.run_id), None)
     if run is None:
         return {}
     try:
         diff = diff_run(spark, settings.history.table, info.database, info.name, run)
-    except ENGINE_ERRORS as error:
-        context.log.warning(f"no diff of run {run}: {error}")
+    except Exception as error:  # an engine error, or Spark failing to read the history table
+        context.log.warning(f"no diff of run {run}: {java_cause(error)}")
         return {}
     return {DIFF: dg.MetadataValue.md(render_diff(diff))}
 

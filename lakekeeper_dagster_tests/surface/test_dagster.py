@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
-from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
+from lakekeeper_dagster.assets import CHECKSUM, DIFF, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
 from lakekeeper_dagster.config import load_config, parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.catalog import read_table
+from lakekeeper_dagster.engine.hive.history_table import DAY
 from lakekeeper_dagster.location_state import store_state
 from lakekeeper_dagster.managed import load_managed_tables
 from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
@@ -135,6 +138,41 @@ def test_materializing_partitions_compacts_them_and_checks_pass(spark, location,
         # The independent re-count ran after the materialization: live partition == the originals kept.
         assert checks[LIVE_MATCHES_BACKUP].passed
         assert checks[LIVE_MATCHES_BACKUP].metadata["partitions_compared"].value == 1
+
+
+def test_a_history_that_cannot_be_read_never_fails_a_committed_materialization(spark, metastore, database, data_dir):
+    """Issue 38 item 9: the diff shown after a compaction reads the history table; when Spark cannot read it (a
+    damaged file in it), the step that committed the compaction still succeeds, with a warning and no diff."""
+    make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=4)
+    history = f"{database}_h"
+    settings = {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}}
+    config = parse_config({**settings, "history": {"table": f"{history}.history"}}, "t")
+    location = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    selection = {"asset_selection": [asset_key(database, "ev")], "raise_on_error": False}
+    try:
+        with dg.instance_for_test() as instance:
+            location.get_job_def("sync_partitions_job").execute_in_process(instance=instance)
+            job = location.get_implicit_global_asset_job_def()
+            first = job.execute_in_process(instance=instance, partition_key="date=2024-01-01", **selection)
+            assert DIFF in _materialization(first, database).metadata
+            root = Path(read_table(spark, history, "history").location.removeprefix("file:"))
+            for day in root.glob(f"{DAY}=*"):
+                (day / "history-damaged-000.parquet").write_bytes(b"not a parquet file")
+
+            second = job.execute_in_process(instance=instance, partition_key="date=2024-01-02", **selection)
+
+            assert second.success
+            assert DIFF not in _materialization(second, database).metadata
+            messages = [entry.user_message for entry in instance.all_logs(second.run_id)]
+            assert any(m.startswith("no diff of run") for m in messages), messages
+            assert len(data_files(data_dir / "ev" / "date=2024-01-02")) == 1
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS `{history}` CASCADE")
+
+
+def _materialization(result: dg.ExecuteInProcessResult, database: str) -> dg.AssetMaterialization:
+    (materialization,) = result.asset_materializations_for_node(f"hive__{database}__ev")
+    return materialization
 
 
 def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
