@@ -22,8 +22,9 @@ from lakekeeper_dagster.engine.plan.merge_view import UnionView
 from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.recovery import recover
+from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, rows_of, run_cli, write_files
-from spark_resources.py4j import external_catalog
+from spark_resources.py4j import external_catalog, session_conf
 
 NOW = datetime(2024, 6, 1)
 FLAT = [{"dt": d} for d in ("2019041316", "2019041317", "2019041400", "2024053123", "latest")]
@@ -88,6 +89,38 @@ def merged_while_read(spark, database: str, table: str, view: str, policy: Table
     assert len(reader.seen) >= 3 and set(reader.seen) == {expected}, [s for s in reader.seen if s != expected][:3]
     assert view_rows(spark, view) == rows and view_figures(spark, view) == expected
     return done
+
+
+def test_the_merged_copy_keeps_the_files_encodings_and_codec(spark, database, data_dir):
+    """Issue 38 item 9: the copy is written as compaction writes, not with Hive's defaults: the planned files'
+    timestamp type and decimal layout, and their codec; the merged rows are the source's."""
+    root = data_dir / "enc"
+    spark.sql(
+        f"CREATE EXTERNAL TABLE `{database}`.enc (id BIGINT, ts TIMESTAMP, d DECIMAL(10, 2)) "
+        f"PARTITIONED BY (dt STRING) STORED AS PARQUET LOCATION '{root.as_uri()}'"
+    )
+    settings = {
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+        "spark.sql.parquet.writeLegacyFormat": "false",
+    }
+    with session_conf(spark, settings):
+        for index, spec in enumerate(FLAT[:3]):
+            df = spark.range(index * 10, index * 10 + 10, numPartitions=2)
+            df = df.selectExpr("id", "timestamp'2019-04-13 10:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS ts")
+            df.selectExpr("id", "ts", "cast(id / 4 AS decimal(10, 2)) AS d").write.option(
+                "compression", "zstd"
+            ).parquet(f"{root.as_uri()}/dt={spec['dt']}")
+            spark.sql(f"ALTER TABLE `{database}`.enc ADD PARTITION (dt='{spec['dt']}')")
+    rows = sorted(tuple(r) for r in spark.table(f"{database}.enc").collect())
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "enc_all"})
+
+    done = merge_table(spark, database, "enc", policy, skip_trash=True, now=NOW)
+
+    assert not done.failed and done.merged == ["dt=20190413", "dt=20190414"], done.lines
+    merged = [f for f in (data_dir / "enc__merged").rglob("*.parquet") if not f.name.startswith(".")]
+    footers = read_footers(spark, "parquet", [str(f) for f in merged], "merged")
+    assert {(f.timestamp_type, f.decimal_legacy, f.codecs) for f in footers} == {("TIMESTAMP_MILLIS", False, ("ZSTD",))}
+    assert sorted(tuple(r) for r in spark.table(f"{database}.enc_all").collect()) == rows
 
 
 def test_flat_hours_merge_into_days_with_the_view_exact_throughout(spark, database, data_dir):
@@ -194,6 +227,36 @@ def test_a_file_written_into_a_fine_partition_during_the_merge_stays_visible(spa
     assert view_rows(spark, f"{database}.wm_all") == sorted(rows + added)
     assert partitions(spark, database, "wm") == ["dt=2019041316"] and len(data_files(root / "dt=2019041316")) == 1
     assert partitions(spark, database, "wm__merged") == ["dt=20190413", "dt=20190414"]
+
+
+def test_a_fine_partition_overwritten_after_the_switch_undoes_the_period(spark, database, data_dir, monkeypatch):
+    """Issue 38 item 2: an `INSERT OVERWRITE` of a planned fine partition after the switch, before its files are
+    moved away: the merged copy holds the partition's old rows, so finishing would show them again beside the new
+    ones. The period is rolled back instead; the view shows exactly what the overwrite left, the next period merges."""
+    root = data_dir / "wo"
+    table = make_table(spark, database, "wo", root, partitions=FLAT[:3], files=1, rows=5)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wo_all"})
+    merge_table(spark, database, "wo", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
+    rows = view_rows(spark, f"{database}.wo_all")
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@switched:6")
+    done = []
+    run = threading.Thread(
+        target=lambda: done.append(merge_table(spark, database, "wo", policy, skip_trash=True, now=NOW))
+    )
+    run.start()
+    catalog = external_catalog(spark)
+    while "'2019041316'" not in catalog.getTable(database, "wo_all").viewText().get():  # switched: now overwrite
+        time.sleep(0.2)
+    spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041316') VALUES (700, 'new', 0), (701, 'new', 1)")
+    run.join(300)
+    monkeypatch.delenv("LAKEKEEPER_FAULT")
+
+    (outcome,) = done
+    assert outcome.merged == ["dt=20190414"] and "an overwrite" in outcome.failed["dt=20190413"], outcome.lines
+    overwritten = [(700, "new", 0, "2019041316"), (701, "new", 1, "2019041316")]
+    assert view_rows(spark, f"{database}.wo_all") == sorted([r for r in rows if r[3] != "2019041316"] + overwritten)
+    assert partitions(spark, database, "wo__merged") == ["dt=20190414"]
+    assert hidden_dirs(data_dir) == []
 
 
 def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_switch(
@@ -313,6 +376,33 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
     assert done.merged == [p for p in ["dt=20190413", "dt=20190414"] if p not in merged]
     assert view_rows(spark, f"{database}.km_all") == rows
     assert partitions(spark, database, "km") == ["dt=2024053123", "dt=latest"]
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """Issue 38 item 2, after a crash: killed once switched, a planned fine partition is overwritten before
+    `recover`, which rolls the period back (its files were never moved) instead of showing the old rows again."""
+    root = data_dir / "ko"
+    table = make_table(spark, database, "ko", root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "ko_all", "settle_seconds": 0}}
+    policy["merge"]["older_than"] = "1000d"
+    args = ["merge", "--table", table, "--skip-trash"]
+    config = {"table_overrides": {table: policy}}
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@switched"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041317') VALUES (800, 'new', 0)")
+
+    first, _ = recover(spark, [(database, "ko")])  # the second period had not started: rolled back too
+
+    assert "dt=20190413" in first and "an overwrite" in first and "rolled back" in first, first
+    expected = sorted([r for r in rows if r[3] != "2019041317"] + [(800, "new", 0, "2019041317")])
+    assert view_rows(spark, f"{database}.ko_all") == expected
+    assert partitions(spark, database, "ko__merged") == []
+    assert hidden_dirs(data_dir) == [] and not any((data_dir / ".lakekeeper-ko" / "journal").iterdir())
 
 
 @pytest.mark.slow

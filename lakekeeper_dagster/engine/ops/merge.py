@@ -45,8 +45,15 @@ from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_
 from lakekeeper_dagster.engine.protocol.merge import copy_listing, finish_merge, publish
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
-from lakekeeper_dagster.engine.rewrite.encodings import write_settings
+from lakekeeper_dagster.engine.rewrite.codec import normalize_codec
+from lakekeeper_dagster.engine.rewrite.encodings import (
+    changed_encodings,
+    format_options,
+    input_encodings,
+    write_settings,
+)
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, aggregates, from_observation, observed
+from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, read_files
 from lakekeeper_dagster.engine.statuses import RunKind, UnitState
 from spark_resources.py4j import isolated_session, job_description
@@ -185,10 +192,17 @@ def count_merged(spark: SparkSession, targets: MergeTargets, location: str, spec
 
 
 def _write(spark: SparkSession, targets: MergeTargets, unit: UnitRecord, period: MergePeriod) -> PeriodCopy:
-    """Copy the period's planned files into `unit.incoming`, then count the copy: both fingerprints."""
-    layout, fmt, label = targets.layout, targets.info.file_format, f"{targets.info.qualified_name} {period.partition}"
-    # read with no file skipped and names matched as Hive does, write as Hive reads, whatever the caller's settings
-    spark = isolated_session(spark, write_settings({}))
+    """Copy the period's planned files into `unit.incoming` as compaction writes (their encodings, the table's
+    format properties, the table's codec or else the files' own), then count the copy: both fingerprints.
+    UnitFailure when the planned files disagree on an encoding or the copy did not keep one."""
+    info, layout, fmt = targets.info, targets.layout, targets.info.file_format
+    label = f"{info.qualified_name} {period.partition}"
+    inputs = [child(fine.location, name) for fine in period.fine for name in sorted(fine.files or {})]
+    footers = read_footers(spark, fmt, inputs, label) if inputs else []
+    encodings = input_encodings(footers, label)
+    codec = normalize_codec(info.codec_property or next((f.codecs[0] for f in footers if f.codecs), "snappy"))
+    # read with no file skipped and names matched as Hive does, write the inputs' encodings, whatever the caller's
+    spark = isolated_session(spark, write_settings(encodings))
     source = _source(spark, targets, period)
     with job_description(spark, f"lakekeeper merge {label}: write"):
         if source is None:  # its fine partitions hold no file: an empty merged partition
@@ -196,7 +210,12 @@ def _write(spark: SparkSession, targets: MergeTargets, unit: UnitRecord, period:
             return PeriodCopy(period.partition, EMPTY, EMPTY)
         watched, observation = observed(source, f"merge-{unit.incoming}")
         files = max(1, -(-period.bytes // TARGET_FILE_BYTES))
-        _to_merged(watched, layout).coalesce(files).write.format(fmt).save(unit.incoming)
+        writer = _to_merged(watched, layout).coalesce(files).write.format(fmt).options(**format_options(info))
+        writer.option("compression", codec).save(unit.incoming)
+    written = [f.path for f in Storage(spark).list_data_files(unit.incoming)]
+    changed = changed_encodings(encodings, read_footers(spark, fmt, written, label))
+    if changed:
+        raise UnitFailure(f"its copy changed the files' encoding ({changed[0]}); nothing changed")
     before = from_observation(observation)
     return PeriodCopy(period.partition, before, count_merged(spark, targets, unit.incoming, unit.spec or {}))
 

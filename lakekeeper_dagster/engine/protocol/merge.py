@@ -111,8 +111,36 @@ def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: di
     return f"{fine['partition']}: its {len(ours)} merged file(s) moved away; {kept}"
 
 
+def replaced_since_copied(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> str | None:
+    """What replaced a planned fine partition's data since the copy, or None: the partition dropped, moved or
+    re-created, a planned file gone or rewritten (an `INSERT OVERWRITE`). Files added beside the planned ones are
+    not: they stay registered, shown once the view is unfiltered again."""
+    for fine in unit.details["fine"]:
+        now = partition_identity(spark, info, fine["spec"])
+        if now is None or list(now) != list(fine["identity"]):
+            return f"{fine['partition']} was dropped, moved or re-created"
+        try:
+            files = {f.name: [f.size, f.modification_time] for f in storage.list_entries(fine["location"]).files}
+        except StorageError:
+            return f"the directory of {fine['partition']} is gone"
+        gone = [name for name, planned in fine["files"].items() if files.get(name) != list(planned)]
+        if gone:
+            return f"{fine['partition']}'s file {gone[0]} was removed or rewritten (an overwrite)"
+    return None
+
+
 def _clear(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
+    """Move the planned fine partitions' files away. Before the first one moves (journaled `clearing`), they are
+    checked once more: a partition overwritten (or dropped, moved) since the copy would have its old rows shown
+    again from the merged copy beside its new ones, so the period is rolled back instead (a UnitFailure), as the
+    switched view still allows: the merged side hidden, the source's partitions whole."""
     unit = journal.units[i]
+    if not unit.details.get("clearing"):
+        replaced = replaced_since_copied(spark, storage, info, unit)
+        if replaced:
+            roll_back(spark, storage, journal, i)
+            raise UnitFailure(f"{replaced} after the switch; this period's merge is undone, the source unchanged")
+        journal.record(storage, UnitState.SWITCHED, i, clearing=True)
     planned = {f["partition"] for f in unit.details["fine"]}
     used = [u.location for u in list_partitions(spark, info) if u.partition not in planned]
     journal.fence(f"clearing the fine partitions of {unit.partition}")
@@ -215,7 +243,11 @@ def recover_merge(spark: SparkSession, storage: Storage, info: TableInfo, journa
         if unit.state in TERMINAL:
             continue
         if unit.state in FORWARD:
-            _forward(spark, storage, info, journal, i)
+            try:
+                _forward(spark, storage, info, journal, i)
+            except UnitFailure as undone:  # overwritten after the switch: rolled back
+                messages.append(f"{unit.label}: {undone} ({Recovery.ROLLED_BACK})")
+                continue
             messages.append(f"{unit.label}: merged ({Recovery.ROLLED_FORWARD})")
         else:
             roll_back(spark, storage, journal, i)
