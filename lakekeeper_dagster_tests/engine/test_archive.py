@@ -33,6 +33,7 @@ from lakekeeper_dagster_tests.tables import (
     make_table,
     rows_of,
     run_cli,
+    run_cli_in_process,
     write_files,
 )
 
@@ -292,10 +293,12 @@ def test_cli_dry_run_then_a_kill_mid_archive_recovered_then_archived(spark, meta
     before, state = rows_of(spark, table), _state(root)
     config = ["--config-file", str(_cli_config(tmp_path, table))]
 
-    missing = run_cli([*config, "archive", "--table", f"{database}.nope", "--older-than", ""], tmp_path, metastore.uri)
+    missing = run_cli_in_process(
+        spark, [*config, "archive", "--table", f"{database}.nope", "--older-than", ""], tmp_path
+    )
     assert missing.returncode == 2 and "--older-than" in missing.stderr
 
-    dry = run_cli([*config, "archive", "--table", table, "--dry-run"], tmp_path, metastore.uri)
+    dry = run_cli_in_process(spark, [*config, "archive", "--table", table, "--dry-run"], tmp_path)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert f"{table} date=2024-01-01 (ended 2024-01-02 00:00): 5 file(s)" in dry.stdout
     assert "SNAPPY -> recompress to GZIP" in dry.stdout and "dry run: nothing was changed" in dry.stdout
@@ -308,7 +311,7 @@ def test_cli_dry_run_then_a_kill_mid_archive_recovered_then_archived(spark, meta
     assert rows_of(spark, table) == before
     assert not [d for d in hidden_dirs(data_dir) if "staging" in d]
 
-    done = run_cli([*config, "archive", "--table", table], tmp_path, metastore.uri)
+    done = run_cli_in_process(spark, [*config, "archive", "--table", table], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{table} date=2024-01-02: ARCHIVED to gzip, files 5 -> 1" in done.stdout, done.stdout
     assert "rows 200 -> 200, checksum ok" in done.stdout

@@ -101,37 +101,39 @@ def test_demo_tables_match_the_runbook(spark, database):
     assert [spark.table(n).count() for n in names] == [3_000, 3_000, 4_500]
 
 
-def test_compact_rollback_cleanup_through_the_cli(spark, metastore, database, data_dir, tmp_path):
-    from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
-    from lakekeeper_dagster_tests.tables import run_cli as run
+def test_compact_rollback_cleanup_through_the_cli(spark, database, data_dir, tmp_path):
+    from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, run_cli_in_process
+
+    def run(args: list[str]):  # in this process, on the test session: what the commands do and print is tested
+        return run_cli_in_process(spark, args, tmp_path)
 
     table = make_table(spark, database, "ev", data_dir, partitions=[{"date": "2024-01-01"}], files=4)
     before = rows_of(spark, table)
     partition_dir = data_dir / "date=2024-01-01"
 
-    dry = run(["compact", "--table", table, "--dry-run", "--codec", "zstd"], tmp_path, metastore.uri)
+    dry = run(["compact", "--table", table, "--dry-run", "--codec", "zstd"])
     assert dry.returncode == 0 and "NEEDS COMPACTION" in dry.stdout and "nothing was changed" in dry.stdout
     assert "a run also recompresses the partitions marked OK" in dry.stdout  # what the report cannot see
     assert len(data_files(partition_dir)) == 4
 
-    done = run(["compact", "--table", table, "--analyze-stats", "--codec", "zstd"], tmp_path, metastore.uri)
+    done = run(["compact", "--table", table, "--analyze-stats", "--codec", "zstd"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{table} date=2024-01-01: COMPACTED files 4 -> 1" in done.stdout
     assert [p.name.endswith(".zstd.parquet") for p in data_files(partition_dir)] == [True]
     assert "rows 200 -> 200, checksum ok" in done.stdout and "backup __bkp_ev_" in done.stdout
     assert rows_of(spark, table) == before
 
-    refused = run(["compact", "--table", f"{database}.missing"], tmp_path, metastore.uri)
+    refused = run(["compact", "--table", f"{database}.missing"])
     assert refused.returncode == 2 and "does not exist" in refused.stderr
 
-    assert run(["recover", "--table", table], tmp_path, metastore.uri).stdout.strip() == "nothing to recover"
-    back = run(["rollback", "--table", table], tmp_path, metastore.uri)
+    assert run(["recover", "--table", table]).stdout.strip() == "nothing to recover"
+    back = run(["rollback", "--table", table])
     assert back.returncode == 0 and "restored from __bkp_ev_" in back.stdout
     assert len(data_files(partition_dir)) == 4 and rows_of(spark, table) == before
 
-    run(["compact", "--table", table], tmp_path, metastore.uri)
-    listing = run(["cleanup", "--table", table, "--dry-run"], tmp_path, metastore.uri)
+    run(["compact", "--table", table])
+    listing = run(["cleanup", "--table", table, "--dry-run"])
     assert listing.returncode == 0 and "would drop" in listing.stdout
-    gone = run(["cleanup", "--table", table, "--skip-trash"], tmp_path, metastore.uri)
+    gone = run(["cleanup", "--table", table, "--skip-trash"])
     assert gone.returncode == 0 and "irreversible" in gone.stdout and "deleted" in gone.stdout
     assert rows_of(spark, table) == before

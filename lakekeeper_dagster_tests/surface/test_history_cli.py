@@ -1,5 +1,6 @@
 """`lakekeeper-dagster history` and `diff` on a real metastore: the CLI's runs append their records, filtered by
-table, age and run, as JSON or lines; the diff of the compaction, re-counted with --verify."""
+table, age and run, as JSON or lines; the diff of the compaction, re-counted with --verify. The commands run in
+this process, on the test session (what they do and print is tested here, not the process)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.history_table import append_rows
 from lakekeeper_dagster.engine.protocol.history import HistoryRecord
-from lakekeeper_dagster_tests.tables import DATES, make_table, rows_of, run_cli
+from lakekeeper_dagster_tests.tables import DATES, make_table, rows_of, run_cli_in_process
 
 
 def test_history_lists_the_cli_runs_by_table_and_age(spark, metastore, database, data_dir, tmp_path):
@@ -20,11 +21,11 @@ def test_history_lists_the_cli_runs_by_table_and_age(spark, metastore, database,
     other = HistoryRecord("20260101T000000-bbbbbb", "retention", f"{database}.other", "dt=1", "dropped", "",
                           "2026-01-01T00:00:00Z", 1.0)  # fmt: skip
     try:
-        done = run_cli(["compact", "--table", table], tmp_path, metastore.uri, config=config)
+        done = run_cli_in_process(spark, ["compact", "--table", table], tmp_path, config)
         assert done.returncode == 0, done.stderr[-3000:]
         append_rows(spark, Storage(spark), f"{database}_h", "history", [old.row(), other.row()])
 
-        listed = run_cli(["history", "--table", table, "--json"], tmp_path, metastore.uri, config=config)
+        listed = run_cli_in_process(spark, ["history", "--table", table, "--json"], tmp_path, config)
         assert listed.returncode == 0, listed.stderr[-3000:]
         records = json.loads(listed.stdout)
         assert [(r["run_id"], r["operation"]) for r in records][0] == (old.run_id, "compact")
@@ -36,14 +37,14 @@ def test_history_lists_the_cli_runs_by_table_and_age(spark, metastore, database,
         assert compacted["rows_before"] == compacted["rows_after"] == len(rows_of(spark, table))
         assert compacted["checksum_before"] == compacted["checksum_after"] and compacted["dagster_run_id"] is None
 
-        recent = run_cli(["history", "--since", "7d"], tmp_path, metastore.uri, config=config)
+        recent = run_cli_in_process(spark, ["history", "--since", "7d"], tmp_path, config)
         assert recent.returncode == 0, recent.stderr[-3000:]
         lines = recent.stdout.strip().splitlines()
         assert len(lines) == 1 and f"{compacted['run_id']} compact {table} date=2024-01-01: committed" in lines[0]
         assert "files 4 -> 1" in lines[0] and "checksum equal" in lines[0]
         assert not list((tmp_path / "pending").glob("*.jsonl"))
 
-        diff = run_cli(["diff", "--table", table, "--verify"], tmp_path, metastore.uri, config=config)
+        diff = run_cli_in_process(spark, ["diff", "--table", table, "--verify"], tmp_path, config)
         assert diff.returncode == 0, diff.stderr[-3000:]
         assert f"{table}: run {compacted['run_id']} (compact)" in diff.stdout
         assert "| date=2024-01-01 | unchanged " in diff.stdout and "| 4 -> 1 |" in diff.stdout

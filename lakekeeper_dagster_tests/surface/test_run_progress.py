@@ -16,7 +16,7 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.sensors import RANGE_END_TAG, RANGE_START_TAG
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
-from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of, run_cli
+from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of, run_cli_in_process
 
 PARTITIONS = [f"date={d['date']}" for d in DATES]
 
@@ -57,12 +57,13 @@ def _cli_env(tmp_path, metastore) -> dict:
     return env
 
 
-@pytest.mark.slow
-def test_the_cli_prints_plain_progress_lines_when_not_on_a_terminal(spark, metastore, database, data_dir, tmp_path):
+def test_the_cli_prints_plain_progress_lines_when_not_on_a_terminal(spark, database, data_dir, tmp_path):
+    """The command run in this process, its output captured (not a terminal); the bar on a terminal is a
+    subprocess on a pseudo-terminal below."""
     table = make_table(spark, database, "ev", data_dir, partitions=DATES, files=4)
     before = rows_of(spark, table)
 
-    done = run_cli(["compact", "--table", table], tmp_path, metastore.uri)
+    done = run_cli_in_process(spark, ["compact", "--table", table], tmp_path)
 
     assert done.returncode == 0, done.stderr[-3000:]
     for partition in PARTITIONS:  # the report on stdout, as documented
