@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import signal
+import sys
 import threading
 import time
 from datetime import datetime
@@ -23,6 +24,7 @@ from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster_tests.engine.test_swap_safety import Announcements
 from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, rows_of, run_cli, write_files
 from spark_resources.py4j import external_catalog, session_conf
 
@@ -182,6 +184,7 @@ def test_without_skip_trash_the_merged_fine_partitions_go_to_the_trash_byte_for_
     assert len(originals) == 6
 
     done = merge_table(spark, database, "tr", policy, now=NOW)
+
     assert done.merged == ["dt=20190413", "dt=20190414"] and done.rows == 30
     assert all(f"{p}: dropped" in "\n".join(done.lines) for p in planned)
     moved = trash / str(root).lstrip("/")
@@ -259,6 +262,33 @@ def test_a_fine_partition_overwritten_after_the_switch_undoes_the_period(spark, 
     assert hidden_dirs(data_dir) == []
 
 
+def test_a_file_written_while_a_fine_partition_is_cleared_stays_visible(spark, database, data_dir, monkeypatch):
+    """Review of issue 38: a file lands in a planned fine partition after it was listed for clearing, before its
+    planned files move away. Moved one by one, the directory removed only when empty: the file stays, registered,
+    shown once (it went with the whole directory, for good with --skip-trash)."""
+    root = data_dir / "wl"
+    make_table(spark, database, "wl", root, partitions=FLAT[:3], files=1, rows=5)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wl_all"})
+    merge_table(spark, database, "wl", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
+    rows = view_rows(spark, f"{database}.wl_all")
+    announcements = Announcements("clearing")
+    monkeypatch.setattr(sys, "stderr", announcements)
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@clearing:3")
+    run = threading.Thread(
+        target=merge_table, args=(spark, database, "wl", policy), kwargs={"skip_trash": True, "now": NOW}
+    )
+    run.start()
+    assert announcements.reached.wait(120)  # the first fine partition listed: now write into it
+    write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
+    run.join(300)
+    monkeypatch.undo()
+
+    added = [(i, f"v{i}", i % 7, "2019041316") for i in range(1000, 1003)]
+    assert view_rows(spark, f"{database}.wl_all") == sorted(rows + added)
+    assert partitions(spark, database, "wl") == ["dt=2019041316"] and len(data_files(root / "dt=2019041316")) == 1
+    assert partitions(spark, database, "wl__merged") == ["dt=20190413", "dt=20190414"]
+
+
 def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_switch(
     spark, database, data_dir, monkeypatch
 ):
@@ -302,10 +332,10 @@ def test_an_unreadable_planned_file_fails_the_merge_whatever_the_session_skips(s
     before = files_under(root)
     spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
     try:
-        with pytest.raises(Exception, match="part-99999.parquet"):
-            merge_table(spark, database, "wx", policy, skip_trash=True, now=NOW)
+        done = merge_table(spark, database, "wx", policy, skip_trash=True, now=NOW)
     finally:
         spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
+    assert done.merged == [] and "part-99999.parquet" in done.failed["dt=20190413"], done.lines
     assert files_under(root) == before and partitions(spark, database, "wx") == ["dt=2019041316", "dt=2019041317"]
     assert partitions(spark, database, "wx__merged") == []
 

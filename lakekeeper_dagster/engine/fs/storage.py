@@ -137,6 +137,17 @@ class Storage:
                 )
         return DirEntries(sorted(directories), sorted(files, key=lambda f: f.path))
 
+    def stat(self, location: str) -> DataFile | None:
+        """A file's size and modification time now, or None when nothing is there."""
+        fs = self._fs(location)
+        try:
+            status = fs.getFileStatus(self._path(location))
+        except Exception:  # py4j wraps FileNotFoundException
+            if not fs.exists(self._path(location)):
+                return None
+            raise
+        return DataFile(location, int(status.getLen()), int(status.getModificationTime()))
+
     def list_data_files(self, location: str) -> list[DataFile]:
         """Data files directly under `location` with size and mtime; one listing call for the directory."""
         return self.list_entries(location).files

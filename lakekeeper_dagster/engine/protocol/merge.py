@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, is_hidden, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage, child, is_hidden, split_location
 from lakekeeper_dagster.engine.hive.catalog import (
     list_partitions,
     partition_identity,
@@ -73,21 +73,45 @@ def _remove(storage: Storage, location: str, skip_trash: bool) -> None:
         raise OperationError(f"{location} could not be moved to the Trash; configure fs.trash.interval, then `recover`")
 
 
+def _is_marker(name: str, names: list[str]) -> bool:
+    """A finished job's `_SUCCESS`, or a checksum of a marker or of a file no longer there (local filesystems)."""
+    if name.startswith(".") and name.endswith(".crc"):
+        return name[1:-4] not in names or _is_marker(name[1:-4], names)
+    return name == "_SUCCESS"
+
+
+def _leftovers(storage: Storage, location: str) -> list[str]:
+    """Everything in a directory but markers: files (data or a writer's hidden ones) and subdirectories."""
+    names = storage.list_names(location, directories=False)
+    return [n for n in names if not _is_marker(n, names)] + storage.list_names(location, directories=True)
+
+
+def _remove_empty(storage: Storage, location: str) -> bool:
+    """Delete a directory holding only markers, not recursively: a file that lands at the last moment makes it fail
+    (False), not vanish."""
+    names = storage.list_names(location, directories=False)
+    for name in names:
+        if _is_marker(name, names):
+            storage.delete(child(location, name), recursive=False)
+    return storage.delete_empty_dir(location)
+
+
 def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, used: list[str], skip: bool) -> str:
-    """Move a planned fine partition's files away: unregistered when it holds nothing else and is still the partition
-    planned on (with its directory, unless shared or outside the table's), else only the planned files: a writer's
-    newer files, one at work (a subdirectory such as `_temporary`, an in-progress file) stay visible, registered. A
-    directory another table's data lives in (checked right before, `taken_directories`) keeps every file."""
+    """Move a planned fine partition's files away, each on its own and only while it is still the planned file (size
+    and modification time read right before its move); then, when nothing else is left in it (a writer's newer files,
+    one at work: a subdirectory such as `_temporary`, an in-progress file) and it is still the partition planned on,
+    unregister it and remove its directory (not recursively; unless shared or outside the table's). A file a writer
+    adds at any moment stays, registered. A directory another table's data lives in (checked right before,
+    `taken_directories`) keeps every file."""
     location, planned = fine["location"], fine["files"]
     if not storage.exists(location):
         return f"{fine['partition']}: already gone"
-    entries = storage.list_entries(location)
-    ours = {f.name: f for f in entries.files if planned.get(f.name) == [f.size, f.modification_time]}
-    others = [f.name for f in entries.files if f.name not in ours] + entries.directories  # `_temporary`: a writer
-    others += [w.path for w in find_writers(storage, info.location or "", location)]  # in-progress files
     now = partition_identity(spark, info, fine["spec"])
     taken = taken_directories(spark, storage, info, [Unit(fine["spec"], location)]).get(fine["partition"])
+    entries = storage.list_entries(location)
+    ours = [f for f in entries.files if planned.get(f.name) == [f.size, f.modification_time]]
     if taken:  # another table reads these files: unregistered (the merged copy shows them), files left in place
+        others = [f.name for f in entries.files if f not in ours] + entries.directories
         if others:
             raise OperationError(
                 f"{fine['partition']} holds another table's data ({taken}) and files written since the copy "
@@ -97,18 +121,31 @@ def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: di
         if now is not None and now == fine["identity"]:
             unregister_partition(spark, info, fine["spec"])
         return f"{fine['partition']}: unregistered; its files left in place: another table's data ({taken})"
-    if not others and (now is None or now == fine["identity"]):
-        if now is not None:
-            unregister_partition(spark, info, fine["spec"])
-        # its directory goes too when it lies inside the table's and no other partition uses it
-        table = storage.qualify(info.location or "").rstrip("/")
-        if location.startswith(table + "/") and not any(shares_location(location, other) for other in used):
-            _remove(storage, location, skip)
-            return f"{fine['partition']}: dropped"
-    for f in ours.values():
-        _remove(storage, f.path, skip)
-    kept = f"it stays with {len(others)} other(s)" if others else "unregistered, its directory left in place"
-    return f"{fine['partition']}: its {len(ours)} merged file(s) moved away; {kept}"
+    kill_point("clearing")
+    moved = 0
+    for f in ours:
+        still = storage.stat(f.path)
+        if still is not None and [still.size, still.modification_time] == planned[f.name]:
+            _remove(storage, f.path, skip)
+            checksum = child(location, f".{f.name}.crc")  # local filesystems: not always moved with the file
+            if storage.exists(checksum):
+                _remove(storage, checksum, skip)
+            moved += 1
+    others = _leftovers(storage, location)  # a writer's newer files, `_temporary`, in-progress files
+    others += [w.path for w in find_writers(storage, info.location or "", location)]
+    stays = f"{fine['partition']}: its {moved} merged file(s) moved away; it stays"
+    if others or (now is not None and now != fine["identity"]):
+        return f"{stays} with {len(others)} other(s)" if others else f"{stays}: it was re-created meanwhile"
+    # its directory goes too (before the entry) when it lies inside the table's and no other partition uses it
+    table = storage.qualify(info.location or "").rstrip("/")
+    inside = location.startswith(table + "/") and not any(shares_location(location, other) for other in used)
+    if inside and not _remove_empty(storage, location):
+        return f"{stays}: a file arrived as its directory was removed"
+    if now is not None:
+        unregister_partition(spark, info, fine["spec"])
+    if inside:
+        return f"{fine['partition']}: dropped"
+    return f"{fine['partition']}: its {moved} merged file(s) moved away; unregistered, its directory left in place"
 
 
 def replaced_since_copied(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> str | None:
