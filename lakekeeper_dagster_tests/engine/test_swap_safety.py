@@ -14,6 +14,7 @@ import pytest
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError
 from lakekeeper_dagster.engine.hive.backup import find_backups
+from lakekeeper_dagster.engine.ops.cleanup import cleanup_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster_tests.tables import (
@@ -169,6 +170,31 @@ def test_a_writer_re_creating_the_partition_mid_swap_loses_nothing_and_recover_f
         assert rows_of(spark, table) == written  # given back; the originals wait, untouched, aside
         (aside,) = data_dir.glob(".lk-old-*")
         assert len(data_files(aside)) == 3
+
+
+def test_a_writers_in_progress_file_retired_with_the_originals_is_never_cleaned_up(
+    spark, database, data_dir, monkeypatch
+):
+    """Review of issue 38: a writer opens a hidden in-progress file in the partition after the last checks, right
+    before the retire rename: it goes into the backup's directory with the originals (the swap compares data files).
+    `cleanup` then keeps that backup, naming the file, instead of deleting it with --skip-trash."""
+    table = make_table(spark, database, "ip", data_dir, partitions=DATES[:1], files=4)
+    partition = data_dir / f"date={DAY}"
+    before = rows_of(spark, table)
+
+    def writer() -> None:
+        (partition / ".part-0-0.inprogress.1").write_bytes(b"rows a streaming writer has not committed yet")
+
+    (result,) = run_paused_at_retiring(spark, database, "ip", monkeypatch, writer)
+    assert result.status == "compacted" and rows_of(spark, table) == before
+    (retired,) = data_dir.glob(".lk-old-*")
+    assert (retired / ".part-0-0.inprogress.1").exists()
+
+    (line,) = cleanup_backups(spark, table=table, skip_trash=True)
+
+    assert line.startswith("kept ") and ".part-0-0.inprogress.1" in line, line
+    assert (retired / ".part-0-0.inprogress.1").read_bytes().startswith(b"rows a streaming writer")
+    assert find_backups(spark, database, table) != []
 
 
 def test_attributes_of_the_originals_are_carried_before_the_swap(spark, database, data_dir):

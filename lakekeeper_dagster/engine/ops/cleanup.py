@@ -9,7 +9,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
-from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage, child, is_hidden, split_location
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import list_databases, list_tables
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name
@@ -88,7 +88,15 @@ def _why_kept(
         expected = {name: now.get(name) if v is None else v for name, v in unit.retired_snapshot().items()}
         if entries.directories or now != expected:
             return f"{unit.retired} no longer holds the files the compaction kept (changed since)"
+        hidden = [n for n in storage.list_names(unit.retired, directories=False) if is_hidden(n) and not _marker(n)]
+        if hidden:  # a writer's in-progress file retired with the originals: its data is nowhere else
+            return f"{unit.retired} holds a file a writer may still need ({hidden[0]})"
     return None
+
+
+def _marker(name: str) -> bool:
+    """A finished job's `_SUCCESS` marker, or a checksum (local filesystems)."""
+    return name == "_SUCCESS" or (name.startswith(".") and name.endswith(".crc"))
 
 
 def _records(
