@@ -22,7 +22,8 @@ flush fails right after a pending file's records landed in the history table, al
 `drop-staged-file@<partition>`: of that partition only);
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.
 `LAKEKEEPER_FAULT=drop-merged-row-groups` makes a byte merge leave out its last input (`rewrite/merge.py`).
-Unset (the default), every point is a no-op.
+Several faults are separated by `;` (`sleep@retiring:4;kill@installed_dir`). Unset (the default), every point is a
+no-op.
 """
 
 from __future__ import annotations
@@ -35,14 +36,19 @@ import time
 ENV = "LAKEKEEPER_FAULT"
 
 
+def _faults() -> list[str]:
+    """The faults asked for: `LAKEKEEPER_FAULT`, several separated by `;` (e.g. a pause, then a kill)."""
+    return [f for f in os.environ.get(ENV, "").split(";") if f]
+
+
 def kill_point(point: str) -> None:
     """Die here, like a crashed driver (or pause), when the environment asks for it."""
-    fault = os.environ.get(ENV, "")
-    if fault == f"kill@{point}":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if fault.startswith(f"sleep@{point}:"):
-        print(f"lakekeeper fault: sleeping at {point}", file=sys.stderr, flush=True)
-        time.sleep(float(fault.rsplit(":", 1)[1]))
+    for fault in _faults():
+        if fault == f"kill@{point}":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault.startswith(f"sleep@{point}:"):
+            print(f"lakekeeper fault: sleeping at {point}", file=sys.stderr, flush=True)
+            time.sleep(float(fault.rsplit(":", 1)[1]))
 
 
 class InjectedFault(Exception):
@@ -51,9 +57,9 @@ class InjectedFault(Exception):
 
 def fail_point(point: str) -> None:
     """Fail here, like a refused filesystem call, when the environment asks for it."""
-    if os.environ.get(ENV, "") == f"fail@{point}":
+    if f"fail@{point}" in _faults():
         raise InjectedFault(f"injected failure at {point}")
 
 
 def wants(fault: str) -> bool:
-    return os.environ.get(ENV) == fault
+    return fault in _faults()

@@ -303,6 +303,39 @@ def test_recovery_after_a_kill_at_swapping_verifies_the_snapshot_before_rolling_
 
 @pytest.mark.crash
 @pytest.mark.slow
+def test_late_files_of_a_swap_killed_after_its_install_never_land_in_a_partition_overwritten_since(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """Review of issue 38: a file arrives after the snapshot, so the retire rename takes it; the run is killed right
+    after the install, before carrying it back; the partition is overwritten before `recover`. Recovery finishes
+    the swap without carrying the late file into the overwritten partition (its rows were replaced): it stays with
+    the originals, and the backup's cleanup keeps them."""
+    table = make_table(spark, database, "lo", data_dir, partitions=DATES[:1], files=4)
+    partition = data_dir / f"date={DAY}"
+    write_files(spark, (tmp_path / "late").as_uri(), 1000, 5, 1, "parquet")
+    fault = {"LAKEKEEPER_FAULT": "sleep@retiring:4;kill@installed_dir"}
+    running = run_cli(["compact", "--table", table], tmp_path, metastore.uri, fault, wait=False)
+    for line in running.stderr:
+        if "sleeping at retiring" in line:
+            os.rename(data_files(tmp_path / "late")[0], partition / "late-0.parquet")  # after the snapshot
+            break
+    running.communicate(timeout=300)
+    assert running.returncode == -signal.SIGKILL
+    (retired,) = data_dir.glob(".lk-old-*")
+    assert (retired / "late-0.parquet").exists()
+    spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (date='{DAY}') VALUES (7, 'new', 0), (8, 'new', 1)")
+
+    messages = recover(spark, [(database, "lo")])
+
+    assert any("rolled forward" in m for m in messages), messages
+    assert rows_of(spark, table) == [(7, "new", 0, DAY), (8, "new", 1, DAY)]  # exactly what the overwrite wrote
+    assert (retired / "late-0.parquet").exists()
+    (line,) = cleanup_backups(spark, table=table, skip_trash=True)
+    assert line.startswith("kept "), line
+
+
+@pytest.mark.crash
+@pytest.mark.slow
 def test_staging_gone_after_the_retire_rename_recovery_restores_the_originals(
     spark, metastore, database, data_dir, tmp_path
 ):

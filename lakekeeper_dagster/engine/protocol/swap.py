@@ -207,6 +207,7 @@ def finish_swap(
     """
     live, incoming, retired = unit.live, unit.incoming, unit.retired
     carried = 0
+    installing = storage.exists(incoming)  # False once the install rename happened (a run cut off after it)
     if not storage.exists(retired):
         if not storage.exists(incoming):
             if verify and storage.exists(live):
@@ -248,5 +249,18 @@ def finish_swap(
         raise StorageError(
             f"cannot finish the swap of {live}: it is missing and neither {incoming} nor {retired} can replace it"
         )
+    if recovering and not installing and _replaced_since_installed(storage, unit):
+        # installed before the crash, overwritten since: files that arrived before the swap would bring back rows
+        # the overwrite replaced. They stay with the originals (the backup's cleanup keeps that directory).
+        log.warning("%s was rewritten since its swap; files that arrived before it stay in %s", live, retired)
+        return carried
     carried += _move_data_files(storage, retired, live, skip=set(unit.known))
     return carried
+
+
+def _replaced_since_installed(storage: Storage, unit: UnitRecord) -> bool:
+    """Whether an installed compaction unit's outputs (journaled with their size and modification time) are no
+    longer all in `live` as written: the partition was overwritten or re-created since."""
+    written = unit.details.get("output_snapshot") or {}
+    now = {f.name: [f.size, f.modification_time] for f in storage.list_data_files(unit.live)}
+    return any(now.get(name) != list(v) for name, v in written.items())
