@@ -187,7 +187,11 @@ def run_cli_in_process(spark, args: list[str], cwd: Path, config: dict | None = 
         if config_env is not None:
             os.environ["LAKEKEEPER_CONFIG"] = config_env
         for key, value in touched.items():  # the command's session settings must not leak into other tests
-            if value is not None and spark.conf.isModifiable(key):
+            if not spark.conf.isModifiable(key):
+                continue
+            if value is None:
+                spark.conf.unset(key)
+            else:
                 spark.conf.set(key, value)
     return subprocess.CompletedProcess(["lakekeeper-dagster", *args], code, out.getvalue(), err.getvalue())
 

@@ -71,6 +71,9 @@ def test_compaction_killed_at_every_step_is_recovered(
     assert (data_dir / ".lakekeeper-cr" / "lease").exists()  # left behind by the dead process
     if spark_cluster is not None:  # the killed driver's application, and only it, ran on the cluster, and is over
         assert new_cluster_apps(spark_cluster, apps_before) == [("lakekeeper-dagster", "FINISHED")]
+    # A backup sits at its source's location: recovering it (as `recover --database` does, in name order) must not
+    # recover the source's run through the backup's table.
+    assert recover(spark, [(database, b.name) for b in find_backups(spark, database, table)]) == []
 
     recover(spark, [(database, "cr")])
 

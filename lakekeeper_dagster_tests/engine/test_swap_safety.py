@@ -126,30 +126,35 @@ def test_a_writer_re_creating_the_partition_mid_swap_loses_nothing_and_recover_f
     spark, database, data_dir, tmp_path, monkeypatch, then
 ):
     """Issue 38 item 1: between the retire rename and the install a writer re-creates the partition directory with
-    one committed file and a task still running (`_temporary/`). The install takes the committed file (journaled)
-    and stops; `recover` stops too while the writer works, deleting nothing, and finishes the swap once the writer is
-    done. When recovery must undo the swap instead (an original was removed from the retired directory by hand),
-    the writer's files go back into the partition, never deleted with the staged copy."""
+    one committed file and a task still running (`_temporary/`). The install takes the committed file (journaled;
+    named like a staged output, it is taken under another name) and stops; `recover` stops too while the writer
+    works, deleting nothing, and finishes the swap once the writer is done. When recovery must undo the swap instead
+    (an original was removed from the retired directory by hand), the writer's files go back into the partition
+    under their names, never deleted with the staged copy."""
     table = make_table(spark, database, "rw", data_dir, partitions=DATES[:1], files=4)
     partition = data_dir / f"date={DAY}"
     before = rows_of(spark, table)
     write_files(spark, (tmp_path / "w").as_uri(), 1000, 20, 2, "parquet")
     committed, running = data_files(tmp_path / "w")
     written = [row(i) for i in range(1000, 1020)]
+    names = []
 
     def writer() -> None:
+        (staged,) = data_files(next(data_dir.glob(".lk-staging-*")))
+        names.append(staged.name)  # the writer's file of the same name as the compacted output
         (partition / "_temporary" / "0").mkdir(parents=True)
-        os.rename(committed, partition / "part-w0.parquet")
+        os.rename(committed, partition / staged.name)
         os.rename(running, partition / "_temporary" / "0" / "part-w1.parquet")
 
     with pytest.raises(OperationError, match="a writer is working in it"):
         run_paused_at_retiring(spark, database, "rw", monkeypatch, writer, point="kept_carried")
     (staging,) = data_dir.glob(".lk-staging-*")
-    assert (staging / "part-w0.parquet").exists()  # taken, journaled, kept
+    (clash,) = names
+    assert (staging / clash).exists() and (staging / f"{clash}_copy_lk1").exists()  # taken, journaled, kept
 
     with pytest.raises(StorageError, match="a writer is working in it"):
         recover(spark, [(database, "rw")])
-    assert (staging / "part-w0.parquet").exists() and (partition / "_temporary/0/part-w1.parquet").exists()
+    assert (staging / f"{clash}_copy_lk1").exists() and (partition / "_temporary/0/part-w1.parquet").exists()
 
     os.rename(partition / "_temporary/0/part-w1.parquet", partition / "part-w1.parquet")  # the writer's job commits
     shutil.rmtree(partition / "_temporary")
@@ -166,7 +171,7 @@ def test_a_writer_re_creating_the_partition_mid_swap_loses_nothing_and_recover_f
         assert rows_of(spark, table) == sorted(before + written)  # the compacted originals and both writer files
     else:
         assert any("rolled back" in m for m in messages), messages
-        assert sorted(p.name for p in data_files(partition)) == ["part-w0.parquet", "part-w1.parquet"]
+        assert sorted(p.name for p in data_files(partition)) == sorted([clash, "part-w1.parquet"])
         assert rows_of(spark, table) == written  # given back; the originals wait, untouched, aside
         (aside,) = data_dir.glob(".lk-old-*")
         assert len(data_files(aside)) == 3

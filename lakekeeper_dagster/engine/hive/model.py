@@ -208,6 +208,13 @@ class TableInfo:
             return f"unsupported file format {self.file_format!r} (supported: {', '.join(SUPPORTED_FORMATS)})"
         return None
 
+    @property
+    def lakekeeper_owned(self) -> bool:
+        """A table lakekeeper made for its own use: a backup (at its source's location), a merged table, the
+        history. Never a source of journals: a backup's location leads to its source's."""
+        owned = (BACKUP_SOURCE_PROPERTY, MERGED_SOURCE_PROPERTY, HISTORY_PROPERTY)
+        return any(key in self.table_properties for key in owned)
+
     def unmanaged_reason(self) -> str | None:
         """Why lakekeeper may not change this table's partitions or directories at all (a view, a backup, a table
         whose files another system owns, one without a location), or None; what rewrites no file needs only this."""

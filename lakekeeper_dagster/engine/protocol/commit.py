@@ -40,13 +40,12 @@ def refresh(spark: SparkSession, info: TableInfo) -> None:
 
 
 def arrival_recorder(storage: Storage, journal: Journal, index: int) -> ArrivalRecorder:
-    """Journal the names of files a unit's install takes from a re-created partition directory (with those taken
-    before), in the unit's current state, before they move."""
+    """Journal the files a unit's install takes from a re-created partition directory (name in the staging
+    directory -> name in the partition's; with those taken before), in the unit's current state, before they move."""
 
-    def record(names: list[str]) -> None:
+    def record(taken: dict[str, str]) -> None:
         unit = journal.units[index]
-        arrived = sorted({*unit.details.get("arrived", []), *names})
-        journal.record(storage, unit.state, index, arrived=arrived)
+        journal.record(storage, unit.state, index, arrived={**unit.details.get("arrived", {}), **taken})
 
     return record
 

@@ -141,6 +141,9 @@ def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: di
     inside = location.startswith(table + "/") and not any(shares_location(location, other) for other in used)
     if inside and not _remove_empty(storage, location):
         return f"{stays}: a file arrived as its directory was removed"
+    now = partition_identity(spark, info, fine["spec"])  # read again: re-added meanwhile, it is someone else's
+    if now is not None and now != fine["identity"]:
+        return f"{stays}: it was re-created meanwhile"
     if now is not None:
         unregister_partition(spark, info, fine["spec"])
     if inside:
@@ -172,7 +175,8 @@ def _clear(spark: SparkSession, storage: Storage, info: TableInfo, journal: Jour
     again from the merged copy beside its new ones, so the period is rolled back instead (a UnitFailure), as the
     switched view still allows: the merged side hidden, the source's partitions whole."""
     unit = journal.units[i]
-    if not unit.details.get("clearing"):
+    # A journal of a release before this check (no `recheck`) may have moved files without a `clearing` record.
+    if unit.details.get("recheck") and not unit.details.get("clearing"):
         replaced = replaced_since_copied(spark, storage, info, unit)
         if replaced:
             roll_back(spark, storage, journal, i)

@@ -177,14 +177,15 @@ def recover(
 ) -> list[str]:
     """Recover the interrupted runs of these tables; a table whose lease a live process holds is left alone.
     Every table with a journal is recovered, whatever kind it is now: retention and merge run on kinds compaction
-    refuses (bucketed, other formats), and a table's kind can change after a crash. `progress` hears of each unit
-    recovered."""
+    refuses (bucketed, other formats), and a table's kind can change after a crash; lakekeeper's own tables are not
+    (a backup's location is its source's: the source's runs are recovered as the source's). `progress` hears of
+    each unit recovered."""
     storage = Storage(spark)
     progress = serialized(progress)
     messages = []
     for database, table in pairs:
         info = read_table(spark, database, table)
-        if not info.location or not storage.exists(journal_root(info.location)):
+        if info.lakekeeper_owned or not info.location or not storage.exists(journal_root(info.location)):
             continue
         try:
             with TableLease(storage, state_dir(info.location), info.qualified_name, new_run_id(), owner) as lease:

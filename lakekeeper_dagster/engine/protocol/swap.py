@@ -24,9 +24,9 @@ from lakekeeper_dagster.engine.protocol.checks import changed_files
 from lakekeeper_dagster.engine.protocol.journal import UnitRecord
 
 INSTALL_ATTEMPTS = 10
-SUCCESS_MARKER = "_SUCCESS"  # a finished Hadoop job's marker: moved with the files of a writer that is done
+SUCCESS_MARKER = "_SUCCESS"  # a finished Hadoop job's marker: nothing of the data, dropped with the directory
 
-ArrivalRecorder = Callable[[list[str]], None]
+ArrivalRecorder = Callable[[dict[str, str]], None]
 
 log = logging.getLogger(__name__)
 
@@ -47,31 +47,42 @@ def _move_data_files(storage: Storage, source: str, target: str, skip: set[str])
 
 
 def _take_arrivals(storage: Storage, unit: UnitRecord, record_arrived: ArrivalRecorder) -> int:
-    """Move the files a writer left in a re-created `live` (data files and its `_SUCCESS` marker) into `incoming`,
-    journaled by name before the first one moves, so an undone swap gives them back (`give_back_arrived`) and
-    recovery finishes the install; return how many data files moved."""
-    names = [n for n in storage.list_names(unit.live, directories=False) if not is_hidden(n) or n == SUCCESS_MARKER]
+    """Move the data files a writer left in a re-created `live` into `incoming`, journaled before the first one
+    moves (name in `incoming` -> name in `live`), so an undone swap gives them back (`give_back_arrived`) and recovery
+    finishes the install; return how many moved. A name `incoming` already holds (Hive names a partition's first file
+    `000000_0` again) is taken as `<name>_copy_lk<k>`: a compacted table's file names carry no meaning."""
+    names = [n for n in storage.list_names(unit.live, directories=False) if not is_hidden(n)]
     if not names:
         return 0
-    record_arrived(names)
+    present = set(storage.list_names(unit.incoming, directories=False))
+    taken = {}
     for name in names:
-        storage.rename_file(child(unit.live, name), child(unit.incoming, name))
-    return sum(1 for n in names if n != SUCCESS_MARKER)
+        target = name
+        for k in range(1, len(present) + 2):
+            if target not in present:
+                break
+            target = f"{name}_copy_lk{k}"
+        taken[target] = name
+        present.add(target)
+    record_arrived(taken)
+    for target, name in taken.items():
+        storage.rename_file(child(unit.live, name), child(unit.incoming, target))
+    return len(taken)
 
 
 def give_back_arrived(storage: Storage, unit: UnitRecord) -> None:
-    """Move the files an install took from a re-created `live` (journaled `arrived`) back into `live`, re-created
-    when needed (re-entrant): a swap that is undone keeps nothing of another writer's, let alone deletes it. A name
-    taken again in `live` meanwhile stops it with both files in place."""
-    arrived = unit.details.get("arrived", [])
+    """Move the files an install took from a re-created `live` (journaled `arrived`) back into `live` under their
+    names, `live` re-created when needed (re-entrant): a swap that is undone keeps nothing of another writer's, let
+    alone deletes it. A name taken again in `live` meanwhile stops it with both files in place."""
+    arrived: dict[str, str] = unit.details.get("arrived", {})
     if not arrived or not storage.exists(unit.incoming):
         return
     present = set(storage.list_names(unit.incoming, directories=False))
-    back = [name for name in arrived if name in present]
+    back = {taken: name for taken, name in arrived.items() if taken in present}
     if back and not storage.exists(unit.live):
         storage.mkdirs(unit.live)
-    for name in back:
-        storage.rename_file(child(unit.incoming, name), child(unit.live, name))
+    for taken, name in back.items():
+        storage.rename_file(child(unit.incoming, taken), child(unit.live, name))
 
 
 def _writer_at_work(directory: str, what: str) -> StorageError:
@@ -89,9 +100,10 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
     """
     names = storage.list_names(directory, directories=False)
     for name in names:
-        # Only a moved data file's checksum (`.<name>.crc`, local filesystems) goes; any other hidden file (a writer's
-        # `.inprogress` or `.pending` file) is someone's work in progress.
-        if is_hidden(name) and not (name.startswith(".") and name.endswith(".crc") and name[1:-4] not in names):
+        # Only a finished job's `_SUCCESS` and a moved data file's checksum (`.<name>.crc`, local filesystems) go;
+        # any other hidden file (a writer's `.inprogress` or `.pending` file) is someone's work in progress.
+        checksum = name.startswith(".") and name.endswith(".crc") and name[1:-4] not in names
+        if is_hidden(name) and not (checksum or name == SUCCESS_MARKER):
             raise _writer_at_work(directory, name)
         if is_hidden(name):
             storage.delete(child(directory, name), recursive=False)
