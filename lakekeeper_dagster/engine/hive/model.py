@@ -217,7 +217,8 @@ class TableInfo:
 
     def unmanaged_reason(self) -> str | None:
         """Why lakekeeper may not change this table's partitions or directories at all (a view, a backup, a table
-        whose files another system owns, one without a location), or None; what rewrites no file needs only this."""
+        whose files another system owns, one whose partitions the metastore discovers, one without a location), or
+        None; what rewrites no file needs only this."""
         if self.table_type == "VIEW":
             return "view (no data files of its own)"
         if BACKUP_SOURCE_PROPERTY in self.table_properties:

@@ -249,8 +249,9 @@ def copy_listing(storage: Storage, location: str) -> dict:
 
 
 def roll_back(spark: SparkSession, storage: Storage, journal: Journal, i: int) -> None:
-    """Undo a period before SWITCHED: the merged side hides it, its partition and copy go (the merged partition's
-    directory only when it holds exactly the copy the journal recorded), the view unfiltered."""
+    """Undo a period before SWITCHED, or after it while no planned file was moved (`_clear`): the merged side hides
+    it, its partition and copy go (the merged partition's directory only when it holds exactly the copy the journal
+    recorded), the view unfiltered."""
     unit, left = journal.units[i], ""
     if unit.state not in (UnitState.PLANNED, UnitState.WRITTEN):
         set_view(spark, journal, unit, "pending")
