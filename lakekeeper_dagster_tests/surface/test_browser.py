@@ -227,10 +227,10 @@ def browser() -> Iterator[Page]:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = chromium.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(UI_TIMEOUT_MS)
-        # Dagster's "Join the Dagster community" dialog may cover any page of a new browser profile.
-        page.add_locator_handler(
-            page.get_by_text("Join the Dagster community"), lambda: page.get_by_role("button", name="Skip").click()
-        )
+        # Dagster's "Join the Dagster community" dialog opens a second after any page of a new browser profile; a
+        # handler clicking its Skip raced the Materialize dialog (which then intercepts the click). The UI keeps its
+        # dismissal in localStorage (`communityNux`, as its own Skip stores it): set before any page script runs.
+        page.add_init_script("window.localStorage.setItem('communityNux', JSON.stringify('1'))")
         yield page
         chromium.close()
 
