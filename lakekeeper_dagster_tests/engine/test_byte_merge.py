@@ -225,20 +225,37 @@ def test_encrypted_parquet_is_never_merged(spark, database, data_dir):
     assert _on_disk(data_dir) == on_disk and not hidden_dirs(data_dir)
 
 
-def test_a_merge_that_loses_row_groups_fails_the_unit_and_changes_nothing(spark, database, data_dir, monkeypatch):
+def test_a_merge_that_loses_row_groups_is_given_up_for_a_spark_rewrite(spark, database, data_dir, monkeypatch):
     table = _table(spark, database, data_dir)
     for first in (0, 3000):
         _write(spark, data_dir.as_uri(), first, 3000)
-    before, on_disk = rows_of(spark, table), _on_disk(data_dir)
+    before = rows_of(spark, table)
     monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-merged-row-groups")
 
     (result,) = compact_table(spark, database, "ev", MERGING)
 
     monkeypatch.delenv("LAKEKEEPER_FAULT")
-    assert result.status == UnitStatus.FAILED
-    assert "byte merge of 2 file(s)" in result.reason and "inputs hold 6000" in result.reason
-    assert _on_disk(data_dir) == on_disk and not hidden_dirs(data_dir)
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
+    assert "byte merge given up" in result.reason and "inputs hold 6000" in result.reason
+    assert not [p for p in data_files(data_dir) if p.name.startswith("lk-merged-")] and not hidden_dirs(data_dir)
     assert rows_of(spark, table) == before
+
+
+def test_an_orc_merge_that_loses_the_calendar_flag_is_given_up_for_a_spark_rewrite(spark, database, data_dir):
+    """ORC's mergeFiles writes the hybrid calendar whatever its inputs used: dates before 1582 of files written in
+    the proleptic Gregorian calendar (Hive 3) read back shifted, verification fails, and Spark rewrites the unit."""
+    table = _table(spark, database, data_dir, "orc", "id BIGINT, v STRING, n INT, d DATE")
+    old_dates = ("date_add(DATE'1000-01-01', cast(id AS int)) AS d",)
+    for first in (0, 5000):
+        _write(spark, data_dir.as_uri(), first, 5000, "orc", old_dates, **{"orc.proleptic.gregorian": "true"})
+    before = rows_of(spark, table)
+
+    (result,) = compact_table(spark, database, "ev", MERGING)
+
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
+    assert "byte merge given up" in result.reason and "verification failed" in result.reason
+    assert rows_of(spark, table) == before and result.checksum_matches
+    assert not hidden_dirs(data_dir)
 
 
 def test_recompression_keeps_content_and_changes_the_codec(spark, database, data_dir):

@@ -17,7 +17,7 @@ from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
-from lakekeeper_dagster.engine.ops.write import stage
+from lakekeeper_dagster.engine.ops.write import fall_back, stage
 from lakekeeper_dagster.engine.protocol.checks import check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import abort_unit, commit_swapped, swap_unit
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted
@@ -41,10 +41,30 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ.
 
     Besides the fingerprints, each output's footers must count the rows the input's footers counted and keep the
-    input's encodings.
+    input's encodings. A byte-merged unit that fails is written again, whole, by Spark, and checked again: a fast
+    path that cannot keep what the files hold (ORC's calendar flag, for one) never fails a unit on every run.
     """
     if not items:
         return items
+    written = _check(run, items)
+    rewritable = run.info.file_format not in COPIED_FORMATS  # text and Avro have no other path
+    again = [item for item in items if rewritable and item.failure and item.merged.outputs and not item.fell_back]
+    for item in again:
+        run.storage.delete(run.journal.units[item.index].incoming)
+        fall_back(item, item.failure)
+        item.failure = None
+        del written[item.index]
+    if again:
+        written.update(_check(run, [item for item in stage(run, again) if item.failure is None]))
+    run.journal.record_units(run.storage, UnitState.WRITTEN, written)
+    kill_point(UnitState.WRITTEN)
+    return _drop_failed(run, items)
+
+
+def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
+    """What `_verify` journals for each staged unit; the units that differ get their `failure`."""
+    if not items:
+        return {}
     storage, journal = run.storage, run.journal
     outputs = {item.index: storage.list_data_files(journal.units[item.index].incoming) for item in items}
     owner = {f.name: index for index, files in outputs.items() for f in files}
@@ -106,9 +126,7 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
                 rows_after=output.rows,
                 checksum_matches=result.checksum_matches,
             )
-    journal.record_units(storage, UnitState.WRITTEN, written)
-    kill_point(UnitState.WRITTEN)
-    return _drop_failed(run, items)
+    return written
 
 
 def _back_up(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
@@ -213,7 +231,10 @@ def compact_batch(run: CompactionRun, items: list[BatchItem]) -> None:
     for item in live:
         if item.index in carried:
             item.result.carried_files = carried[item.index]
-            item.result.status, item.result.reason = UnitStatus.COMPACTED, item.plan.reason
+            reason = item.plan.reason
+            if item.fell_back:
+                reason += f"; rewritten by Spark, its byte merge given up ({item.fell_back})"
+            item.result.status, item.result.reason = UnitStatus.COMPACTED, reason
             figures = {name: getattr(item.result, name) for name in _COMMITTED_FIGURES}
             run.report(ProgressStep.COMMITTED, run.journal.units[item.index], **figures)
     share = round((time.monotonic() - started) / len(items), 3)

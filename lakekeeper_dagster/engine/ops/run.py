@@ -87,6 +87,8 @@ class BatchItem:
     # the inputs byte-merged into the staging directory (`rewrite/merge.py`)
     merged: MergeOutcome = field(default_factory=lambda: MergeOutcome([]))
     failure: str | None = None
+    # why the byte merge was given up for a Spark rewrite of the whole unit (`write.py`, `batch.py`), or None
+    fell_back: str | None = None
 
     @property
     def input_bytes(self) -> int:

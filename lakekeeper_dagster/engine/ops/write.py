@@ -66,15 +66,30 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
 
 
 def _byte_merge(run: CompactionRun, item: BatchItem, footers: list, label: str) -> MergeOutcome:
-    """Byte-merge what qualifies among the unit's inputs into its staging directory (`rewrite/merge.py`)."""
+    """Byte-merge what qualifies among the unit's inputs into its staging directory (`rewrite/merge.py`).
+
+    A merge whose output fails its check, or a unit that already failed verification after one (`fell_back`), is
+    rewritten whole by Spark instead: the fast path never makes a unit fail on every run."""
     staging = (run.journal.units[item.index].incoming, f"lk-merged-{run.journal.run_id}-{item.index}")
     limits = (run.options.byte_merge_min_row_group_bytes, run.options.thresholds.block_size_bytes)
-    rearranged = bool(run.sort_columns or item.result.dropped_columns)  # only a rewrite sorts or drops columns
+    # only a rewrite sorts or drops columns
+    rearranged = bool(run.sort_columns or item.result.dropped_columns or item.fell_back)
     session = isolated_session(run.spark, write_settings(item.encodings))
     codec = run.codec_for(item)
-    outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, codec, label, rearranged)
+    try:
+        outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, codec, label, rearranged)
+    except UnitFailure as failure:
+        run.storage.delete(staging[0])  # the merges written so far: Spark writes the whole unit
+        fall_back(item, str(failure))
+        outcome = MergeOutcome([f.path for f in footers])
     item.result.files_byte_merged = outcome.merged_files
     return outcome
+
+
+def fall_back(item: BatchItem, failure: str) -> None:
+    """Give up the unit's byte merge for a Spark rewrite, saying why."""
+    item.fell_back = failure
+    log.warning("%s; the whole partition is rewritten by Spark instead of byte-merged", failure)
 
 
 def _copy(run: CompactionRun, item: BatchItem, label: str) -> MergeOutcome:
