@@ -9,6 +9,7 @@ from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.protocol.history import recorded
+from lakekeeper_dagster.engine.protocol.suspension import resume_table
 from lakekeeper_dagster.engine.rewrite.codec import validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import UnitStatus
@@ -48,6 +49,11 @@ class CompactConfig(dg.Config):
         default=None,
         description="recompress into this codec (e.g. zstd), partitions in another codec too; "
         "empty: the codec setting, else the table's",
+    )
+    resume: bool = Field(
+        default=False,
+        description="first forget the failed runs of this run's partitions, so that the suspended ones (failed "
+        "suspend_after_failures runs in a row) are compacted again",
     )
 
 
@@ -155,6 +161,9 @@ def build_table_asset(
                 codec=config.codec,
             )
             current_table(spark.spark_session, info)
+            if config.resume:
+                for line in resume_table(spark.spark_session, info.database, info.name, keys):
+                    context.log.info(line)
             results = compact_table(
                 spark.spark_session, info.database, info.name, options, keys, lambda e: context.log.info(e.describe())
             )

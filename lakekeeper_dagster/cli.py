@@ -16,6 +16,7 @@ from lakekeeper_dagster.cli_cluster import add_cluster_parser
 from lakekeeper_dagster.cli_history import add_history_parser, recorded_run
 from lakekeeper_dagster.cli_merge import add_partition_parsers
 from lakekeeper_dagster.cli_progress import shown
+from lakekeeper_dagster.cli_resume import add_resume_parser
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.demo_tables import create_demo_tables
@@ -155,7 +156,7 @@ def cmd_generate_config(args: argparse.Namespace, config: LakekeeperConfig) -> i
 def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     spark, pairs = spark_and_tables(args, config, "analyze")
     missing = [f"{d}.{t}" for d, t in pairs if not table_exists(spark, d, t)]  # managed by the config, yet gone
-    plans = analyze_tables(spark, pairs, config.thresholds())
+    plans = analyze_tables(spark, pairs, config.thresholds(), config.suspend_after_failures)
     if args.json:
         print(json.dumps([p.to_dict() for p in plans], indent=2))
     else:
@@ -190,7 +191,7 @@ def cmd_compact(args: argparse.Namespace, config: LakekeeperConfig) -> int:
         raise ConfigError("--sort-columns goes with a single --table (use sort_columns in the config for several)")
     spark, pairs = spark_and_tables(args, config, "compact")
     if config.dry_run:
-        plans = analyze_tables(spark, pairs, config.thresholds())
+        plans = analyze_tables(spark, pairs, config.thresholds(), config.suspend_after_failures)
         print(render_report(plans), *dry_run_notes(config, plans, args.codec), sep="\n")
         return 0
     sort = args.sort_columns.split(",") if args.sort_columns is not None else None
@@ -344,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover = sub.add_parser("recover", help="finish or undo runs a crash interrupted, from their journals")
     _table_args(recover)
     recover.set_defaults(func=cmd_recover)
+    add_resume_parser(sub, open_spark)
     add_partition_parsers(sub, open_spark)
     add_history_parser(sub, open_spark)
 

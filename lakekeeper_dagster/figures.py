@@ -168,6 +168,7 @@ def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:
         "partitions_compacted": len(compacted),
         "partitions_skipped": sum(r.status == UnitStatus.SKIPPED for r in results),
         "partitions_failed": sum(r.status == UnitStatus.FAILED for r in results),
+        "partitions_suspended": sum(r.status == UnitStatus.SUSPENDED for r in results),
         "backup_table": backup,
     }
     if verified:

@@ -164,7 +164,9 @@ def build_jobs(
             database, names = config.selection()
             session = spark.spark_session
             pairs = resolve_tables(session, settings.tables, database, names)
-            report = render_report(analyze_tables(session, pairs, settings.thresholds()))
+            report = render_report(
+                analyze_tables(session, pairs, settings.thresholds(), settings.suspend_after_failures)
+            )
         context.log.info("\n" + report)
 
     @dg.op

@@ -36,9 +36,11 @@ import dagster as dg
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.faults import fail_point
 from lakekeeper_dagster.engine.fs.listing import list_directories
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.ops.analyze import plan_listed
+from lakekeeper_dagster.engine.ops.analyze import plan_listed, with_suspensions
 from lakekeeper_dagster.engine.plan.units import UnitPlan
+from lakekeeper_dagster.engine.statuses import PlanStatus
 from lakekeeper_dagster.failures import engine_failures
 from lakekeeper_dagster.managed import current_units
 from lakekeeper_dagster.partitions import sync_partitions
@@ -50,6 +52,8 @@ FILE_COUNT = "file_count"
 NEEDS_COMPACTION = "needs_compaction"
 KIND = "lakekeeper/kind"
 SUMMARY = "summary"  # KIND of a table's summary observation
+SUSPENDED = "suspended"  # a summary's count of suspended units (`engine/protocol/suspension.py`), not in the backlog
+SUSPENDED_UNITS = "suspended_units"  # ...and which, each with why and how to resume it
 BACKLOG = "backlog"
 FINGERPRINT_KEY = "lakekeeper/observed/"  # + the asset key: the table's fingerprint in the key-value store
 BACKLOG_KEY = "lakekeeper/backlog/"  # + the asset key: how many units of the table's last kept fingerprint need it
@@ -76,13 +80,21 @@ def observation_metadata(plan: UnitPlan) -> dict:
 
 
 def summary_metadata(plans: list[UnitPlan]) -> dict:
-    """A table's figures in one observation: its units, files, small files, units needing compaction, bytes."""
+    """A table's figures in one observation: its units, files, small files, units needing compaction, bytes, and its
+    suspended units (with why)."""
     return {
         "partitions": len(plans),
         "files": sum(p.file_count for p in plans),
         "small_files": sum(p.small_files for p in plans),
         BACKLOG: sum(p.needs_compaction for p in plans),
         "bytes": sum(p.total_bytes for p in plans),
+        SUSPENDED: sum(p.status == PlanStatus.SUSPENDED for p in plans),
+        SUSPENDED_UNITS: dg.MetadataValue.md(
+            "\n".join(
+                f"- {p.partition or '(whole table)'}: {p.reason}" for p in plans if p.status == PlanStatus.SUSPENDED
+            )
+            or "none"
+        ),
         KIND: SUMMARY,
     }
 
@@ -174,8 +186,10 @@ def build_observe_job(
             f"{time.monotonic() - synced:.1f}s to list their directories"
         )
         overlapped: list[str] = []
+        storage = Storage(session)
         for info in observed:
-            plans = plan_listed(units[info.qualified_name], listing, thresholds)
+            listed = plan_listed(units[info.qualified_name], listing, thresholds)
+            plans = with_suspensions(storage, info, listed, settings.suspend_after_failures)
             key = translator.asset_key(info)
             before, now, changed = read_fingerprint(instance, key), {}, 0
             for plan in plans:

@@ -143,6 +143,12 @@ class EngineSettings(StrictModel):
         "every row group / stripe of theirs is at least this many MB and they share schema, codec, writer and "
         "metadata; smaller ones are rewritten by Spark. 0: always rewrite.",
     )
+    suspend_after_failures: int = Field(
+        default=3,
+        ge=0,
+        description="Suspend a partition (or unpartitioned table) whose compaction failed this many runs in a row: no "
+        "run or sensor request compacts it until `lakekeeper-dagster resume` (or a run's resume config). 0: never.",
+    )
     codec: str | None = Field(
         default=None,
         description="The codec every compacted file gets (Parquet: uncompressed, snappy, gzip, lz4_raw, zstd; ORC: "
@@ -212,4 +218,5 @@ class EngineSettings(StrictModel):
             non_atomic_rename_schemes_accepted=tuple(self.non_atomic_rename_schemes_accepted),
             codec=validated_codec(codec, setting="--codec / config codec") if codec is not None else self.codec,
             byte_merge_min_row_group_bytes=self.byte_merge_min_row_group_mb * MB,
+            suspend_after=self.suspend_after_failures,
         )

@@ -96,6 +96,7 @@ class UnitStatus(Vocabulary):
     COMPACTED = "compacted"
     SKIPPED = "skipped"
     FAILED = "failed"
+    SUSPENDED = "suspended"  # not tried: it failed `suspend_after_failures` runs in a row (`protocol/suspension.py`)
 
 
 class PlanStatus(Vocabulary):
@@ -104,6 +105,7 @@ class PlanStatus(Vocabulary):
     NEEDS_COMPACTION = "NEEDS COMPACTION"
     OK = "OK"
     SKIPPED = "SKIPPED"
+    SUSPENDED = "SUSPENDED"  # failed too many runs in a row: left alone until resumed (`protocol/suspension.py`)
 
 
 class Recovery(Vocabulary):

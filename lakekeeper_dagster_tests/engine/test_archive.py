@@ -176,7 +176,7 @@ def test_ordinary_compaction_never_starts_a_recompression_for_the_archive(spark,
     assert rows_of(spark, table) == before and [s for s in _state(root) if ".lakekeeper" not in s[0]] == [
         s for s in state if ".lakekeeper" not in s[0]
     ]
-    plans = analyze_tables(spark, [(database, "ar")], OPTIONS.thresholds)
+    plans = analyze_tables(spark, [(database, "ar")], OPTIONS.thresholds, 3)
     (note, done) = dry_run_notes(config, plans, None)
     assert note.startswith(f"{table}: archive: the partitions ended before ") and note.endswith(
         f"a run rewrites are written in gzip (table_overrides.{table}.archive)"

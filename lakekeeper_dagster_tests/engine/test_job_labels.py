@@ -29,7 +29,7 @@ def test_every_engine_job_is_labelled_with_its_table_and_partition(spark, databa
 
     results = compact_table(spark, database, "ev", OPTIONS)
     audit = verify_against_backup(spark, database, "ev")
-    plans = analyze_tables(spark, [(database, "ev")], OPTIONS.thresholds)
+    plans = analyze_tables(spark, [(database, "ev")], OPTIONS.thresholds, 3)
 
     assert [r.status for r in results] == ["compacted", "compacted"]
     assert [c.matches for c in audit] == [True, True]

@@ -68,7 +68,7 @@ def test_large_files_stay_untouched_through_the_swap_and_come_back_with_rollback
     originals = {p.name: p.read_bytes() for p in data_files(root / P1)}
     small_rows = rows_in(spark, small)
 
-    (plan,) = analyze_tables(spark, [(database, "mix")], THRESHOLDS)  # the dry-run report's plan
+    (plan,) = analyze_tables(spark, [(database, "mix")], THRESHOLDS, 3)  # the dry-run report's plan
     planned = {u.partition: u for u in plan.partitions}
     assert planned[P1].status == PlanStatus.NEEDS_COMPACTION
     assert (planned[P1].small_files, planned[P1].large_files, planned[P1].target_files) == (3, 1, 2)

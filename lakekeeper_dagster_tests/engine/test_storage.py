@@ -139,7 +139,7 @@ def test_analyze_counts_real_table_files(spark, database, data_dir):
         f"LOCATION '{data_dir.as_uri()}'"
     )
     spark.sql(f"MSCK REPAIR TABLE {database}.t")
-    (plan,) = analyze_tables(spark, [(database, "t")], EngineSettings().thresholds())
+    (plan,) = analyze_tables(spark, [(database, "t")], EngineSettings().thresholds(), 3)
     assert plan.status == "NEEDS COMPACTION"
     assert [p.partition for p in plan.partitions] == ["k=0", "k=1", "k=2"]
     assert [p.file_count for p in plan.partitions] == [7, 7, 7]
@@ -154,7 +154,7 @@ def test_analyze_reports_skips_and_goes_on(spark, database, data_dir):
     spark.sql(f"INSERT INTO {database}.e VALUES (1)")
     spark.sql(f"INSERT INTO {database}.e VALUES (2)")
     plans = analyze_tables(
-        spark, [(database, "v"), (database, "missing"), (database, "e")], EngineSettings().thresholds()
+        spark, [(database, "v"), (database, "missing"), (database, "e")], EngineSettings().thresholds(), 3
     )
     assert [p.status for p in plans] == ["SKIPPED", "SKIPPED", "NEEDS COMPACTION"]
     assert "view" in plans[0].reason and "does not exist" in plans[1].reason

@@ -82,7 +82,7 @@ def test_analyze_json_through_the_cli(spark, metastore, database, data_dir, tmp_
 
 def test_demo_tables_match_the_runbook(spark, database):
     names = create_demo_tables(spark, database)
-    plans = analyze_tables(spark, [tuple(n.split(".")) for n in names], parse_config({}, "t").thresholds())
+    plans = analyze_tables(spark, [tuple(n.split(".")) for n in names], parse_config({}, "t").thresholds(), 3)
     assert [(p.table, p.status, p.file_count) for p in plans] == [
         ("lakekeeper_flat", "NEEDS COMPACTION", 500),
         ("lakekeeper_events", "NEEDS COMPACTION", 600),

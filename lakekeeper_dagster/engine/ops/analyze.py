@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.fs.listing import Listing, list_directories
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import read_table, table_units
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.plan.thresholds import Thresholds
 from lakekeeper_dagster.engine.plan.units import TablePlan, UnitPlan, plan_table, plan_unit, skipped_table
+from lakekeeper_dagster.engine.protocol.suspension import TABLE_UNIT, read_failures, suspended_units
+from lakekeeper_dagster.engine.statuses import PlanStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,8 +33,21 @@ def plan_listed(units: list[Unit], listing: Listing, thresholds: Thresholds) -> 
     return plans
 
 
-def analyze_table_info(spark: SparkSession, info: TableInfo, thresholds: Thresholds) -> TablePlan:
-    """Plan one table whose metadata is already read (one listing job for all its partitions)."""
+def with_suspensions(storage: Storage, info: TableInfo, plans: list[UnitPlan], suspend_after: int) -> list[UnitPlan]:
+    """The table's unit plans, those of its suspended units marked SUSPENDED with why (`protocol/suspension.py`):
+    what analyze shows, the observations record (none of them counts as needing compaction) and a run skips."""
+    suspended = suspended_units(read_failures(storage, info.location), suspend_after)
+    return [
+        replace(plan, status=PlanStatus.SUSPENDED, reason=failed.describe(plan.partition, info.qualified_name))
+        if (failed := suspended.get(plan.partition or TABLE_UNIT)) is not None
+        else plan
+        for plan in plans
+    ]
+
+
+def analyze_table_info(spark: SparkSession, info: TableInfo, thresholds: Thresholds, suspend_after: int) -> TablePlan:
+    """Plan one table whose metadata is already read (one listing job for all its partitions); `suspend_after`: the
+    setting that says which units are suspended."""
     reason = info.skip_reason()
     if reason:
         return skipped_table(info.database, info.name, reason, info.file_format)
@@ -46,10 +63,13 @@ def analyze_table_info(spark: SparkSession, info: TableInfo, thresholds: Thresho
             log.warning(
                 "partition %s of %s: location %s does not exist", unit.partition, info.qualified_name, unit.location
             )
-    return plan_table(info.database, info.name, info.file_format, plan_listed(units, listing, thresholds))
+    plans = with_suspensions(Storage(spark), info, plan_listed(units, listing, thresholds), suspend_after)
+    return plan_table(info.database, info.name, info.file_format, plans)
 
 
-def analyze_tables(spark: SparkSession, pairs: list[tuple[str, str]], thresholds: Thresholds) -> list[TablePlan]:
+def analyze_tables(
+    spark: SparkSession, pairs: list[tuple[str, str]], thresholds: Thresholds, suspend_after: int
+) -> list[TablePlan]:
     """Plan every table; a table that cannot be read is reported as skipped and the others go on."""
     plans = []
     for database, table in pairs:
@@ -58,5 +78,5 @@ def analyze_tables(spark: SparkSession, pairs: list[tuple[str, str]], thresholds
         except CatalogError as error:
             plans.append(skipped_table(database, table, str(error)))
             continue
-        plans.append(analyze_table_info(spark, info, thresholds))
+        plans.append(analyze_table_info(spark, info, thresholds, suspend_after))
     return plans

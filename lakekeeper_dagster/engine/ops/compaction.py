@@ -9,6 +9,7 @@ originals, refresh caches and statistics, mark the batch committed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -29,12 +30,15 @@ from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit, recompress
 from lakekeeper_dagster.engine.protocol.commit import finish_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
+from lakekeeper_dagster.engine.protocol.suspension import TABLE_UNIT, read_failures, record_outcomes, suspended_units
 from lakekeeper_dagster.engine.rewrite.codec import recompression_reason, validated_codec
 from lakekeeper_dagster.engine.rewrite.schema import data_schema, resolve_sort_columns
 from lakekeeper_dagster.engine.statuses import Operation, PlanStatus, ProgressStep, RunKind, UnitStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 Selection = Callable[[list[Unit]], list[Unit]]  # which of the table's units a run covers (e.g. the archive-aged)
 
@@ -180,7 +184,14 @@ def compact_table(
         refuse_leftovers(storage, info, [t.location for t in targets])
         results: list[UnitResult] = []
         work: list[tuple[UnitPlan, DirEntries, Unit]] = []
+        suspended = suspended_units(read_failures(storage, info.location), options.suspend_after)
         for target in targets:
+            if (failed := suspended.get(target.partition or TABLE_UNIT)) is not None:
+                reason = failed.describe(target.partition, info.qualified_name)
+                results.append(UnitResult(database, table, target.partition, target.location, UnitStatus.SUSPENDED,
+                                          reason))  # fmt: skip
+                report(ProgressStep.SKIPPED, target.partition, detail=reason)
+                continue
             try:
                 entries = storage.list_entries(target.location)  # the snapshot
             except StorageError:
@@ -209,28 +220,54 @@ def compact_table(
                 report(ProgressStep.SKIPPED, target.partition, detail=plan.reason)
                 continue
             work.append((plan, entries, target))
-        if not work:
-            return results
-        journal = _journal(info, options, run_id, work)
-        journal.start(storage)
-        run = CompactionRun(spark, storage, info, options, data_schema(info), sort_columns, journal, lease, progress)
-        items = [
-            BatchItem(
-                i,
-                plan,
-                entries,
-                _result(info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id),
-                rewritten_files(entries.files, plan, options.thresholds),  # the large files are left alone
+        if work:
+            journal = _journal(info, options, run_id, work)
+            schema = data_schema(info)
+            results += _run(
+                CompactionRun(spark, storage, info, options, schema, sort_columns, journal, lease, progress), work
             )
-            for i, (plan, entries, _) in enumerate(work)
-        ]
-        groups = batches([item.input_bytes for item in items], options.batching)  # what a batch stages
-        files, size = sum(p.file_count for p, _, _ in work), sum(p.total_bytes for p, _, _ in work)
-        report(ProgressStep.PLANNED, units=len(work), batches=len(groups), files_before=files, bytes_before=size)
-        for number, batch in enumerate(groups, 1):
-            size = sum(items[i].input_bytes for i in batch)
-            report(ProgressStep.BATCH, batch=number, batches=len(groups), units=len(batch), bytes_before=size)
-            compact_batch(run, [items[i] for i in batch])
-        results += [item.result for item in items]
-        finish_run(spark, storage, info, journal)
+        _count_failures(storage, info, results, options.suspend_after)
     return results
+
+
+def _count_failures(storage: Storage, info: TableInfo, results: list[UnitResult], suspend_after: int) -> None:
+    """Count each unit's failure in a row, forget those that compacted or had nothing to do; say which failure
+    suspended a unit (`protocol/suspension.py`)."""
+    outcomes = {
+        r.partition or TABLE_UNIT: r.reason if r.status == UnitStatus.FAILED else None
+        for r in results
+        if r.status != UnitStatus.SUSPENDED
+    }
+    counts = record_outcomes(storage, info.location, outcomes)
+    for unit, failed in suspended_units(counts, suspend_after).items():
+        if failed.runs == suspend_after and outcomes.get(unit) is not None:
+            log.warning(
+                "%s %s",
+                info.qualified_name + (f" partition {unit}:" if unit else ":"),
+                failed.describe(unit, info.qualified_name),
+            )
+
+
+def _run(run: CompactionRun, work: list[tuple[UnitPlan, DirEntries, Unit]]) -> list[UnitResult]:
+    """The journaled run of the planned units (`work`), batch after batch; their results."""
+    options, run_id = run.options, run.journal.run_id
+    run.journal.start(run.storage)
+    items = [
+        BatchItem(
+            i,
+            plan,
+            entries,
+            _result(run.info, plan, UnitStatus.FAILED, plan.reason, run_id=run_id),
+            rewritten_files(entries.files, plan, options.thresholds),  # the large files are left alone
+        )
+        for i, (plan, entries, _) in enumerate(work)
+    ]
+    groups = batches([item.input_bytes for item in items], options.batching)  # what a batch stages
+    files, size = sum(p.file_count for p, _, _ in work), sum(p.total_bytes for p, _, _ in work)
+    run.report(ProgressStep.PLANNED, units=len(work), batches=len(groups), files_before=files, bytes_before=size)
+    for number, batch in enumerate(groups, 1):
+        size = sum(items[i].input_bytes for i in batch)
+        run.report(ProgressStep.BATCH, batch=number, batches=len(groups), units=len(batch), bytes_before=size)
+        compact_batch(run, [items[i] for i in batch])
+    finish_run(run.spark, run.storage, run.info, run.journal)
+    return [item.result for item in items]
