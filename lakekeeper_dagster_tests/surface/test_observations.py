@@ -10,6 +10,8 @@ import pytest
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.model import partition_clause
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.observations import BACKLOG_KEY, FINGERPRINT_KEY, OBSERVE_JOB, without_backlog
 from lakekeeper_dagster.sensors import MAX_RETRIES, RETRY_TAG, SENSOR_NAME, TABLE_TAG, execute_request
 from lakekeeper_dagster_tests.engine.test_keep_large import P1, P2, identity, mixed_table
@@ -504,3 +506,38 @@ def test_observation_sensor_and_run_agree_on_a_partition_with_a_large_file(spark
         assert rows_of(spark, f"{database}.mx") == before
         again = run_observation(defs, instance)[("mx", P1)]
         assert (again["needs_compaction"], again["small_files"], again["large_files"]) == (False, 1, 1)
+
+
+def test_a_partition_failing_every_run_is_suspended_shown_and_not_requested_again(spark, metastore, database, tables):
+    """A partition whose every run fails (a file holding a column the table does not declare) is suspended after
+    `suspend_after_failures` failed runs: its observation and the table's summary say so and the sensor requests it
+    no more; asked for by hand it is left alone, and a run's `resume` config has it tried again."""
+    extra = spark.range(5000, 5010, numPartitions=1).selectExpr("id", "'x' AS v", "cast(id % 7 AS int) AS n", "1 AS u")
+    extra.write.mode("append").parquet(f"file:{tables / 'ev' / NAMES[0]}")
+    config = {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "sensor": {"min_files": 5}}
+    config = parse_config({**config, "suspend_after_failures": 1}, "test")
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    op = f"hive__{database}__ev"
+    with dg.instance_for_test() as instance:
+        backlog = run_observation(defs, instance, summaries=True)[("ev", None)]["backlog"]
+        options = config.compaction_options(database, "ev", owner="test")
+        (failed,) = compact_table(spark, database, "ev", options, [NAMES[0]])  # outside Dagster: no failed run
+        assert failed.status == UnitStatus.FAILED and "not declare" in failed.reason
+
+        unit = run_observation(defs, instance)[("ev", NAMES[0])]
+        assert unit["status"] == "SUSPENDED" and unit["needs_compaction"] is False
+        summary = run_observation(defs, instance, summaries=True)[("ev", None)]
+        assert summary["suspended"] == 1 and NAMES[0] in summary["suspended_units"]
+        assert summary["backlog"] == backlog - 1
+        requested = [r.partition_key for r in tick(defs, instance).run_requests]
+        assert [key for key in requested if key is not None] == [NAMES[2]]  # the flat table's aside
+
+        request = dg.RunRequest(job_name=job_name(database, "ev"), asset_selection=[asset_key(database, "ev")],
+                                partition_key=NAMES[0])  # fmt: skip
+        by_hand = execute_request(defs, instance, request)
+        assert by_hand.success
+        (materialization,) = by_hand.get_asset_materialization_events()
+        assert materialization.materialization.metadata["partitions_suspended"].value == 1
+        resumed = execute_request(defs, instance, request, {"ops": {op: {"config": {"resume": True}}}})
+        assert not resumed.success and "not declare" in resumed.failure_data_for_node(op).error.message
+    assert len(data_files(tables / "ev" / NAMES[0])) == 8  # never touched
