@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import CatalogError, OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.fs.dirstats import DirStats
-from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
+from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage, split_location
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable, refuse_copy_options
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
@@ -68,6 +68,13 @@ def _refuse_placement(
     refused = placement_refusal(spark, storage, info, targets, options.non_atomic_rename_schemes_accepted)
     if refused:
         raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
+    for parent in sorted({split_location(t.location)[0] for t in targets}):  # where staging and swaps happen
+        if storage.exists(parent) and not storage.writable(parent):
+            raise OperationError(
+                f"table {info.qualified_name} cannot be compacted: user {storage.user()} may not write in "
+                f"{parent}, where a compaction stages its files and swaps directories; run it as a user who may "
+                "(the table's owner), or grant write there. Nothing was changed"
+            )
 
 
 def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **figures) -> UnitResult:
