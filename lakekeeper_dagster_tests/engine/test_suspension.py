@@ -39,6 +39,8 @@ def test_a_partition_failing_every_run_is_suspended_until_resumed(spark, databas
     assert sorted((p.name, p.read_bytes()) for p in data_files(data_dir / DATE)) == on_disk  # nothing was touched
     ((plan,),) = [p.partitions for p in analyze_tables(spark, [(database, "bom")], OPTIONS.thresholds, 3)]
     assert plan.status == PlanStatus.SUSPENDED and not plan.needs_compaction and plan.reason == suspended.reason
+    shown = run_cli_in_process(spark, ["analyze", "--table", table], tmp_path).stdout
+    assert "SUSPENDED" in shown and suspended.reason in shown
     # another setting: suspended after more failures, or never
     assert compact_table(spark, database, "bom", replace(options, suspend_after=0))[0].status == UnitStatus.FAILED
 

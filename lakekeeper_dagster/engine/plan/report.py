@@ -29,5 +29,7 @@ def render_report(plans: list[TablePlan]) -> str:
                 f" target={unit.target_files} small={unit.small_files} ({human_bytes(unit.small_bytes)})"
                 f" large_kept={unit.large_files}"
             )
+            if unit.status == PlanStatus.SUSPENDED:
+                lines.append(f"      {unit.reason}")
         lines.append("")
     return "\n".join(lines)
