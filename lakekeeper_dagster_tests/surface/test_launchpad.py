@@ -230,7 +230,7 @@ def op_config_fields(schema: dict, op: str) -> list[dict]:
 
 def test_every_launchpad_opens_with_its_op_config_and_no_resources(workspace, database):
     _, context, location = workspace
-    compact = {"config": {"force": False, "sort_columns": [], "partitions": []}}
+    compact = {"config": {"force": False, "sort_columns": [], "partitions": [], "resume": False}}
     expected = {
         job_name(database, t): (op_name(database, t), {"ops": {op_name(database, t): compact}}) for t in ("ev", "flat")
     }

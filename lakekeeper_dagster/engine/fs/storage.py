@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -115,25 +114,6 @@ class Storage:
 
     def exists(self, location: str) -> bool:
         return bool(self._fs(location).exists(self._path(location)))
-
-    def user(self) -> str:
-        """The user this process acts as on the filesystems (Hadoop's: the Kerberos principal's short name)."""
-        return str(self._jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().getShortUserName())
-
-    def writable(self, location: str) -> bool:
-        """Whether this process's user may create and rename entries in the directory `location`: the operating
-        system's answer on the local filesystem (root included), the filesystem's permission check elsewhere
-        (`FileSystem.access`: the NameNode's, superuser and ACLs included)."""
-        fs, path = self._fs(location), self._path(location)
-        if str(fs.getScheme()) == "file":
-            return os.access(str(path.toUri().getPath()), os.W_OK | os.X_OK)
-        try:
-            fs.access(path, self._jvm.org.apache.hadoop.fs.permission.FsAction.WRITE_EXECUTE)
-        except Exception as error:
-            if is_java_error(error, "AccessControlException"):
-                return False
-            raise
-        return True
 
     def list_entries(self, location: str) -> DirEntries:
         """Subdirectory names and data files (size, mtime) directly under `location`, from one listing call."""

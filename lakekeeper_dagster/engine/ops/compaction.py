@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import CatalogError, OperationError, StorageError, UnitFailure
+from lakekeeper_dagster.engine.fs.access import hadoop_user, writable
 from lakekeeper_dagster.engine.fs.dirstats import DirStats
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage, split_location
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
@@ -69,9 +70,9 @@ def _refuse_placement(
     if refused:
         raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
     for parent in sorted({split_location(t.location)[0] for t in targets}):  # where staging and swaps happen
-        if storage.exists(parent) and not storage.writable(parent):
+        if storage.exists(parent) and not writable(spark, parent):
             raise OperationError(
-                f"table {info.qualified_name} cannot be compacted: user {storage.user()} may not write in "
+                f"table {info.qualified_name} cannot be compacted: user {hadoop_user(spark)} may not write in "
                 f"{parent}, where a compaction stages its files and swaps directories; run it as a user who may "
                 "(the table's owner), or grant write there. Nothing was changed"
             )
