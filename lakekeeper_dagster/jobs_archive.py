@@ -71,7 +71,7 @@ def _record(context: dg.OpExecutionContext, key: dg.AssetKey, results: list[Unit
     for result in (r for r in results if r.status == UnitStatus.COMPACTED):
         metadata = {**unit_metadata([result]), OPERATION: "archive", "codec": rule.codec}
         context.log_event(dg.AssetMaterialization(asset_key=key, partition=result.partition, metadata=metadata))
-    if any(r.status != UnitStatus.SKIPPED for r in results):
+    if any(r.status in (UnitStatus.COMPACTED, UnitStatus.FAILED) for r in results):  # something was verified
         for check in check_results(key, results):
             evaluation = dg.AssetCheckEvaluation(
                 asset_key=key,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import uuid
@@ -206,3 +208,16 @@ def new_cluster_apps(cluster, known: set[str], timeout: float = 60.0) -> list[tu
         if (new and all(state == "FINISHED" for _name, state in new)) or time.monotonic() > deadline:
             return new
         time.sleep(0.5)
+
+
+class Announcements(io.TextIOBase):
+    """A stand-in for stderr that tells a test thread when the compaction pauses at a `sleep@<point>` fault."""
+
+    def __init__(self, point: str):
+        self.point = point
+        self.reached = threading.Event()
+
+    def write(self, text: str) -> int:
+        if f"sleeping at {self.point}" in text:
+            self.reached.set()
+        return len(text)

@@ -24,8 +24,15 @@ from lakekeeper_dagster.engine.plan.partition_time import PartitionClock
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
-from lakekeeper_dagster_tests.engine.test_swap_safety import Announcements
-from lakekeeper_dagster_tests.tables import data_files, hidden_dirs, make_table, rows_of, run_cli, write_files
+from lakekeeper_dagster_tests.tables import (
+    Announcements,
+    data_files,
+    hidden_dirs,
+    make_table,
+    rows_of,
+    run_cli,
+    write_files,
+)
 from spark_resources.py4j import external_catalog, session_conf
 
 NOW = datetime(2024, 6, 1)
@@ -363,6 +370,23 @@ def test_bad_input_is_refused_naming_the_key_and_nothing_changes(spark, database
         with pytest.raises(ConfigError, match=f"table_overrides.{table}.{key}"):
             merge_table(spark, database, "bad", policy, skip_trash=True, now=NOW)
     assert (partitions(spark, database, "bad"), files_under(data_dir), spark.catalog.listTables(database)) == before
+
+
+def test_a_merged_table_whose_partitions_the_metastore_discovers_is_refused(spark, database, data_dir):
+    """Hive's partition discovery on the merged table would drop a merged partition while its directory is moved
+    away, as on a source: refused before any step, naming the merged table and the statement that sets it aside."""
+    make_table(spark, database, "dis", data_dir / "dis", partitions=FLAT[:2], files=1, rows=5)
+    merge_table(spark, database, "dis", FLAT_POLICY, skip_trash=True, now=NOW)
+    (merged,) = [t.name for t in spark.catalog.listTables(database) if t.name not in ("dis", "flat_all")]
+    spark.sql(f"ALTER TABLE {database}.{merged} SET TBLPROPERTIES ('discover.partitions'='true')")
+    write_files(spark, f"file:{data_dir / 'dis' / 'dt=2019041400'}", 100, 5, 1, "parquet")
+    spark.sql(f"ALTER TABLE {database}.dis ADD PARTITION (dt='2019041400')")
+    before = (partitions(spark, database, "dis"), partitions(spark, database, merged), files_under(data_dir))
+
+    with pytest.raises(OperationError, match=f"{database}.{merged}, the merged table of {database}.dis: the metastore"):
+        merge_table(spark, database, "dis", FLAT_POLICY, skip_trash=True, now=NOW)
+
+    assert (partitions(spark, database, "dis"), partitions(spark, database, merged), files_under(data_dir)) == before
 
 
 def test_a_time_column_that_is_not_a_string_is_refused(spark, database, data_dir):

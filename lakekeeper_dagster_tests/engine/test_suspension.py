@@ -44,10 +44,16 @@ def test_a_partition_failing_every_run_is_suspended_until_resumed(spark, databas
     # another setting: suspended after more failures, or never
     assert compact_table(spark, database, "bom", replace(options, suspend_after=0))[0].status == UnitStatus.FAILED
 
+    missing = run_cli_in_process(spark, ["resume", "--table", table, "--partition", "date=1999-01-01"], tmp_path)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr  # bad input: nothing resumed
+    assert compact_table(spark, database, "bom", options)[0].status == UnitStatus.SUSPENDED
     resumed = run_cli_in_process(spark, ["resume", "--table", table, "--partition", DATE], tmp_path)
     assert resumed.returncode == 0 and f"{table} {DATE}: resumed" in resumed.stdout
     assert compact_table(spark, database, "bom", options)[0].status == UnitStatus.FAILED  # tried again: 1 in a row
+    counts = data_dir.parent / f".lakekeeper-{data_dir.name}" / "failures.json"
+    counts.write_text('{"date=2024-01-01": {"runs": "many"')  # torn (or edited): counted as none, never a crash
+    assert compact_table(spark, database, "bom", options)[0].status == UnitStatus.FAILED
     _files(data_dir / DATE, bom=False)  # the cause fixed: it compacts, and its failures are forgotten
     assert compact_table(spark, database, "bom", options)[0].status == UnitStatus.COMPACTED
     again = run_cli_in_process(spark, ["resume", "--table", table], tmp_path)
-    assert again.stdout.strip() == f"{table}: no suspended or failing partition"
+    assert again.stdout.strip() == f"{table}: no suspended or failing partition" and not counts.exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import signal
@@ -20,6 +19,7 @@ from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster_tests.tables import (
     DATES,
     OPTIONS,
+    Announcements,
     data_files,
     hidden_dirs,
     make_table,
@@ -30,19 +30,6 @@ from lakekeeper_dagster_tests.tables import (
 from spark_resources.py4j import external_catalog
 
 DAY = "2024-01-01"
-
-
-class Announcements(io.TextIOBase):
-    """A stand-in for stderr that tells a test thread when the compaction pauses at a `sleep@<point>` fault."""
-
-    def __init__(self, point: str):
-        self.point = point
-        self.reached = threading.Event()
-
-    def write(self, text: str) -> int:
-        if f"sleeping at {self.point}" in text:
-            self.reached.set()
-        return len(text)
 
 
 def row(i: int) -> tuple:

@@ -335,21 +335,7 @@ def test_an_unprivileged_user_gets_messages_not_tracebacks(spark, metastore, tab
         unreadable = as_nobody(["--config-file", str(secret), "analyze", "--table", table], home, metastore.uri)
         assert unreadable.returncode == 2, unreadable.stderr
         assert f"config file {secret} is not readable by this user (uid {NOBODY})" in unreadable.stderr
-        location = (base / "ro").as_uri().replace("file:///", "file:/")
-        denied = as_nobody(["compact", "--table", table], home, metastore.uri)  # the table's directory read-only
-        output = denied.stdout + denied.stderr
-        assert denied.returncode == 1, output[-3000:]
-        assert f"{table}: REFUSED: table {table} cannot be compacted: user nobody may not write in {location}" in output
-        assert not any(trace in output for trace in TRACES), output[-3000:]
-        assert [f for f in files_of(base) if not f[0].startswith("home")] == [
-            f for f in before if not f[0].startswith("home")
-        ]
-        assert rows_of(spark, table) == rows
-
-        for directory in [base / "ro", *(base / "ro").iterdir()]:  # the table writable, its state directory's not
-            directory.chmod(0o777)
-        before = files_of(base)
-        compact = as_nobody(["compact", "--table", table], home, metastore.uri)
+        compact = as_nobody(["compact", "--table", table], home, metastore.uri)  # no state directory possible
         output = compact.stdout + compact.stderr
         assert compact.returncode == 1, output[-3000:]
         assert f"{table}: REFUSED: could not create directory" in output and "permission denied" in output, output[
@@ -357,6 +343,20 @@ def test_an_unprivileged_user_gets_messages_not_tracebacks(spark, metastore, tab
         ]
         assert not any(trace in output for trace in TRACES), output[-3000:]
         assert [f for f in files_of(base) if not f[0].startswith("home")] == [
+            f for f in before if not f[0].startswith("home")
+        ]
+        assert rows_of(spark, table) == rows
+
+        base.chmod(0o777)  # the state directory's parent writable, the table's directory not
+        location = (base / "ro").as_uri().replace("file:///", "file:/")
+        denied = as_nobody(["compact", "--table", table], home, metastore.uri)
+        output = denied.stdout + denied.stderr
+        assert denied.returncode == 1, output[-3000:]
+        for date in DATES:  # each partition fails alone, before any Spark job
+            name = f"date={date['date']}"
+            assert f"{name}: FAILED: {table} partition {name}: user nobody may not write in {location}" in output
+        assert not any(trace in output for trace in TRACES), output[-3000:]
+        assert [f for f in files_of(base) if not f[0].startswith(("home", ".lakekeeper-"))] == [
             f for f in before if not f[0].startswith("home")
         ]
         assert rows_of(spark, table) == rows

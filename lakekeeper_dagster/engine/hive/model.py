@@ -215,6 +215,17 @@ class TableInfo:
         owned = (BACKUP_SOURCE_PROPERTY, MERGED_SOURCE_PROPERTY, HISTORY_PROPERTY)
         return any(key in self.table_properties for key in owned)
 
+    def discovery_reason(self) -> str | None:
+        """Why the metastore's partition discovery makes this table's partitions unsafe to move, or None."""
+        if self.table_properties.get(DISCOVER_PARTITIONS_PROPERTY, "").strip().lower() != "true":
+            return None
+        return (
+            f"the metastore's partition discovery is on ('{DISCOVER_PARTITIONS_PROPERTY}'='true'): it would drop a "
+            "partition while its directory is swapped, and re-add one being dropped. Set it aside for the run: "
+            f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('{DISCOVER_PARTITIONS_PROPERTY}'='false'), and "
+            "back to 'true' once the run is done"
+        )
+
     def unmanaged_reason(self) -> str | None:
         """Why lakekeeper may not change this table's partitions or directories at all (a view, a backup, a table
         whose files another system owns, one whose partitions the metastore discovers, one without a location), or
@@ -231,13 +242,8 @@ class TableInfo:
             return f"{self.table_format} table (it manages its own files; use its own compaction)"
         if self.transactional:
             return "transactional (ACID) table: Hive compaction owns its files"
-        if self.table_properties.get(DISCOVER_PARTITIONS_PROPERTY, "").strip().lower() == "true":
-            return (
-                f"the metastore's partition discovery is on ('{DISCOVER_PARTITIONS_PROPERTY}'='true'): it would drop a "
-                "partition while its directory is swapped, and re-add one being dropped. Set it aside for the run: "
-                f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ('{DISCOVER_PARTITIONS_PROPERTY}'='false'), and "
-                "back to 'true' once the run is done"
-            )
+        if discovering := self.discovery_reason():
+            return discovering
         if self.table_type != "EXTERNAL":
             return f"{self.table_type.lower()} table: only EXTERNAL tables are managed"
         if not self.location:

@@ -233,7 +233,7 @@ def compact_batch(run: CompactionRun, items: list[BatchItem]) -> None:
             item.result.carried_files = carried[item.index]
             reason = item.plan.reason
             if item.fell_back:
-                reason += f"; rewritten by Spark, its byte merge given up ({item.fell_back})"
+                reason += f"; rewritten by Spark, its byte merge given up ({item.fell_back.split('; the output')[0]})"
             item.result.status, item.result.reason = UnitStatus.COMPACTED, reason
             figures = {name: getattr(item.result, name) for name in _COMMITTED_FIGURES}
             run.report(ProgressStep.COMMITTED, run.journal.units[item.index], **figures)

@@ -69,13 +69,27 @@ def _refuse_placement(
     refused = placement_refusal(spark, storage, info, targets, options.non_atomic_rename_schemes_accepted)
     if refused:
         raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
-    for parent in sorted({split_location(t.location)[0] for t in targets}):  # where staging and swaps happen
-        if storage.exists(parent) and not writable(spark, parent):
-            raise OperationError(
-                f"table {info.qualified_name} cannot be compacted: user {hadoop_user(spark)} may not write in "
-                f"{parent}, where a compaction stages its files and swaps directories; run it as a user who may "
-                "(the table's owner), or grant write there. Nothing was changed"
-            )
+
+
+def _unwritable_parents(spark: SparkSession, storage: Storage, info: TableInfo) -> Callable[[Unit], str | None]:
+    """Why this user may not compact a unit: its parent directory, where its staging sibling is written and its
+    directory swapped, is not writable (each parent asked once); None when it is."""
+    answers: dict[str, bool] = {}
+
+    def refusal(unit: Unit) -> str | None:
+        parent = split_location(unit.location)[0]
+        if parent not in answers:
+            answers[parent] = not storage.exists(parent) or writable(spark, parent)
+        if answers[parent]:
+            return None
+        where = f"{info.qualified_name}" + (f" partition {unit.partition}" if unit.partition else "")
+        return (
+            f"{where}: user {hadoop_user(spark)} may not write in {parent}, where a compaction stages its files and "
+            "swaps the directory; run it as a user who may (the table's owner), or grant write there. Nothing was "
+            "changed"
+        )
+
+    return refusal
 
 
 def _result(info: TableInfo, plan: UnitPlan, status: UnitStatus, reason: str, **figures) -> UnitResult:
@@ -193,13 +207,8 @@ def compact_table(
         results: list[UnitResult] = []
         work: list[tuple[UnitPlan, DirEntries, Unit]] = []
         suspended = suspended_units(read_failures(storage, info.location), options.suspend_after)
+        unwritable = _unwritable_parents(spark, storage, info)
         for target in targets:
-            if (failed := suspended.get(target.partition or TABLE_UNIT)) is not None:
-                reason = failed.describe(target.partition, info.qualified_name)
-                results.append(UnitResult(database, table, target.partition, target.location, UnitStatus.SUSPENDED,
-                                          reason))  # fmt: skip
-                report(ProgressStep.SKIPPED, target.partition, detail=reason)
-                continue
             try:
                 entries = storage.list_entries(target.location)  # the snapshot
             except StorageError:
@@ -215,6 +224,14 @@ def compact_table(
                 )
                 report(ProgressStep.SKIPPED, target.partition, detail=results[-1].reason)
                 continue
+            size = {"files_before": len(entries.files), "bytes_before": sum(f.size for f in entries.files)}
+            if (failed := suspended.get(target.partition or TABLE_UNIT)) is not None:
+                reason = failed.describe(target.partition, info.qualified_name)
+                figures = {**size, "files_after": size["files_before"], "bytes_after": size["bytes_before"]}
+                results.append(UnitResult(database, table, target.partition, target.location, UnitStatus.SUSPENDED,
+                                          reason, **figures))  # fmt: skip
+                report(ProgressStep.SKIPPED, target.partition, detail=reason)
+                continue
             try:
                 plan = _planned(spark, info, target, entries, options)
             except UnitFailure as failure:  # an archive run's unreadable footer: the unit fails, never looks done
@@ -226,6 +243,10 @@ def compact_table(
                 figures = {"files_after": plan.file_count, "bytes_after": plan.total_bytes}
                 results.append(_result(info, plan, UnitStatus.SKIPPED, plan.reason, **figures))
                 report(ProgressStep.SKIPPED, target.partition, detail=plan.reason)
+                continue
+            if denied := unwritable(target):
+                results.append(_result(info, plan, UnitStatus.FAILED, denied))
+                report(ProgressStep.FAILED, target.partition, detail=denied)
                 continue
             work.append((plan, entries, target))
         if work:
@@ -246,7 +267,11 @@ def _count_failures(storage: Storage, info: TableInfo, results: list[UnitResult]
         for r in results
         if r.status != UnitStatus.SUSPENDED
     }
-    counts = record_outcomes(storage, info.location, outcomes)
+    try:
+        counts = record_outcomes(storage, info.location, outcomes)
+    except Exception as error:  # the run's data changes stand: a lost count only delays a suspension
+        log.warning("%s: the failed-run counts were not updated (%s)", info.qualified_name, error)
+        return
     for unit, failed in suspended_units(counts, suspend_after).items():
         if failed.runs == suspend_after and outcomes.get(unit) is not None:
             log.warning(

@@ -75,6 +75,8 @@ def merge_targets(spark: SparkSession, database: str, table: str, policies: Tabl
                     f"{key}.{what}: {db}.{obj} exists and is not the merged {what} of {name}; name another; "
                     "nothing was changed"
                 )
+            if what == "table" and (discovering := found.discovery_reason()):
+                raise OperationError(f"{db}.{obj}, the merged table of {name}: {discovering}; nothing was changed")
             expected = [c.name.lower() for c in info.data_columns] + [n.lower() for n, _ in layout.merged_columns()]
             if what == "table" and [c.name.lower() for c in found.data_columns] != expected:
                 raise OperationError(  # the view over both could not be altered: refused before any step

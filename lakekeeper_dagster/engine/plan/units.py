@@ -175,6 +175,8 @@ def plan_table(database: str, table: str, file_format: str, units: list[UnitPlan
     if not units or all(u.file_count == 0 for u in units):
         return TablePlan(database, table, PlanStatus.SKIPPED, "empty table (no data files)", file_format, units)
     status = PlanStatus.NEEDS_COMPACTION if any(u.needs_compaction for u in units) else PlanStatus.OK
+    if status == PlanStatus.OK and any(u.status == PlanStatus.SUSPENDED for u in units):
+        status = PlanStatus.SUSPENDED
     return TablePlan(database, table, status, "", file_format, units)
 
 

@@ -17,8 +17,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.fs.storage import Storage, child
-from lakekeeper_dagster.engine.hive.catalog import read_table
+from lakekeeper_dagster.engine.hive.catalog import find_partitions, read_table
 from lakekeeper_dagster.engine.hive.model import validated_partition
 from lakekeeper_dagster.engine.protocol.journal import state_dir
 
@@ -56,11 +57,12 @@ def read_failures(storage: Storage, location: str) -> dict[str, FailedRuns]:
     """The failed-run counts of the table at `location` (unit -> FailedRuns); a file that cannot be read as ours
     (torn by a crash, edited by hand) is reported and counts as none: the units are tried again."""
     path = _path(location)
-    if not storage.exists(path):
-        return {}
     try:
-        return {unit: FailedRuns(**entry) for unit, entry in json.loads(storage.read_text(path)).items()}
-    except (ValueError, TypeError, AttributeError) as error:
+        if not storage.exists(path):
+            return {}
+        entries = json.loads(storage.read_text(path)).items()
+        return {str(u): FailedRuns(int(e["runs"]), str(e["reason"]), str(e["last"])) for u, e in entries}
+    except Exception as error:  # torn, edited, or replaced while read: never a reason to fail a run
         log.warning("%s cannot be read (%s): the failed-run counts start again", path, error)
         return {}
 
@@ -113,8 +115,14 @@ def resume_table(spark: SparkSession, database: str, table: str, partitions: lis
     sensor compact them again; one line per unit resumed, or one saying there was none. An unknown table is a
     CatalogError; nothing is changed then."""
     info = read_table(spark, database, table)
+    storage = Storage(spark)
     units = None if partitions is None else [validated_partition(p, "--partition") for p in partitions]
-    resumed = resume_units(Storage(spark), info.location, units)
+    if units is not None and not info.is_partitioned:
+        raise ConfigError(f"--partition is given but {info.qualified_name} has no partitions; leave it out")
+    counted = read_failures(storage, info.location)
+    if unknown := [unit for unit in units or [] if unit not in counted]:
+        find_partitions(spark, info, unknown)  # a partition that does not exist is a CatalogError: nothing changes
+    resumed = resume_units(storage, info.location, units)
     if not resumed:
         return [f"{info.qualified_name}: no suspended or failing partition" + (" of those named" if units else "")]
     return [f"{info.qualified_name} {unit or '(whole table)'}: resumed (its failed runs forgotten)" for unit in resumed]

@@ -8,9 +8,9 @@ differ. ORC goes through `OrcFile.mergeFiles`, which copies stripes and returns 
 rewritten by Spark. Both create their output exclusively (an existing file is never overwritten).
 
 After each merge its output's own footer must count the sum of its inputs' rows and of their row groups / stripes,
-else the unit fails (nothing changed; the staged output is deleted with the unit). The merged inputs' content
-fingerprint comes from one labelled Spark read of them, so verification still compares every input row with the
-output.
+else a UnitFailure (the caller, `ops/write.py`, gives the merges up and has Spark rewrite the whole unit). The merged
+inputs' content fingerprint comes from one labelled Spark read of them, so verification still compares every input
+row with the output.
 """
 
 from __future__ import annotations
