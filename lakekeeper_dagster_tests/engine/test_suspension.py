@@ -7,9 +7,10 @@ from dataclasses import replace
 
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.protocol import writers
 from lakekeeper_dagster.engine.statuses import PlanStatus, UnitStatus
 from lakekeeper_dagster_tests.engine.test_text_compaction import _table
-from lakekeeper_dagster_tests.tables import OPTIONS, data_files, run_cli_in_process
+from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, make_table, run_cli_in_process
 
 BOM = b"\xef\xbb\xbf"
 DATE = "date=2024-01-01"
@@ -57,3 +58,18 @@ def test_a_partition_failing_every_run_is_suspended_until_resumed(spark, databas
     assert compact_table(spark, database, "bom", options)[0].status == UnitStatus.COMPACTED
     again = run_cli_in_process(spark, ["resume", "--table", table], tmp_path)
     assert again.stdout.strip() == f"{table}: no suspended or failing partition" and not counts.exists()
+
+
+def test_a_failure_a_writer_at_work_caused_never_suspends(spark, database, data_dir, monkeypatch):
+    """A partition still being written (a job's `_temporary/` in it) fails each run after the wait, and the next run
+    may well succeed: it is never counted toward a suspension."""
+    monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 0.5)
+    make_table(spark, database, "busy", data_dir, partitions=DATES[:1], files=4)
+    task = data_dir / "date=2024-01-01" / "_temporary" / "0" / "_temporary" / "attempt_0"
+    task.mkdir(parents=True)
+    (task / "part-00000.parquet").write_bytes(b"being written")
+    options = replace(OPTIONS, suspend_after=1)
+    for _ in range(2):
+        (result,) = compact_table(spark, database, "busy", options)
+        assert result.status == UnitStatus.FAILED and "in progress" in result.reason
+    assert not (data_dir.parent / f".lakekeeper-{data_dir.name}" / "failures.json").exists()

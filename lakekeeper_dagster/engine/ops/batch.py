@@ -156,7 +156,7 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
         wait_for_writers(storage, run.info.location, unit.live, label, waiting=run.waiting(unit))  # files in the unit
         check_before_swap(storage, unit.live, item.snapshot.files, label)
     except UnitFailure as failure:
-        item.failure = str(failure)
+        item.failure, item.result.raced = str(failure), True
         _drop_failed(run, [item])
         return None
     run.lease.ensure_held(f"the swap of {label}")
@@ -165,6 +165,7 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     try:
         moved = swap_unit(storage, journal, item.index)
     except SwapAborted as undone:
+        item.result.raced = True
         item.failure = f"{run.info.qualified_name}{' partition' if unit.spec else ''} {undone}"
         abort_unit(run.spark, storage, run.info, journal, item.index, item.failure, UnitState.FAILED)
         item.result.status, item.result.reason = UnitStatus.FAILED, item.failure
@@ -211,7 +212,7 @@ def _wait_for_table_writers(run: CompactionRun, items: list[BatchItem]) -> list[
         wait_for_writers(run.storage, run.info.location, None, run.info.qualified_name, waiting=run.waiting(None))
     except UnitFailure as failure:
         for item in items:
-            item.failure = str(failure)
+            item.failure, item.result.raced = str(failure), True
     return _drop_failed(run, items)
 
 

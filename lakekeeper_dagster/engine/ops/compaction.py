@@ -260,12 +260,12 @@ def compact_table(
 
 
 def _count_failures(storage: Storage, info: TableInfo, results: list[UnitResult], suspend_after: int) -> None:
-    """Count each unit's failure in a row, forget those that compacted or had nothing to do; say which failure
-    suspended a unit (`protocol/suspension.py`)."""
+    """Count each unit's failure in a row (not one a writer at work caused), forget those that compacted or had
+    nothing to do; say which failure suspended a unit (`protocol/suspension.py`)."""
     outcomes = {
         r.partition or TABLE_UNIT: r.reason if r.status == UnitStatus.FAILED else None
         for r in results
-        if r.status != UnitStatus.SUSPENDED
+        if r.status != UnitStatus.SUSPENDED and not r.raced  # a writer at work: the next run may well succeed
     }
     try:
         counts = record_outcomes(storage, info.location, outcomes)

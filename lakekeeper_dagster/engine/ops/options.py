@@ -96,6 +96,7 @@ class UnitResult:
     run_id: str | None = None
     dropped_columns: list[str] = field(default_factory=list)  # file columns the table does not declare, dropped
     files_byte_merged: int = 0  # input files merged at the byte level (row groups/stripes copied), not rewritten
+    raced: bool = False  # failed because a writer was at work in it: not counted toward a suspension
 
     @property
     def row_count_preserved(self) -> bool:
