@@ -123,6 +123,8 @@ def test_a_run_records_only_what_changed_and_a_summary_per_table(spark, metastor
             "small_files": 20,
             "backlog": 4,
             "bytes": sum(f.stat().st_size for p in NAMES for f in files[p]),
+            "suspended": 0,
+            "suspended_units": "none",
             "lakekeeper/kind": "summary",
         }
         assert (summaries[("flat", None)]["partitions"], summaries[("flat", None)]["files"]) == (1, 5)
