@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -68,10 +69,29 @@ def port_is_open(host: str, port: int, timeout: float = 0.5) -> bool:
 
 
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
+    """A TCP port on loopback that nothing listens on right now, below the kernel's ephemeral range when it can: a
+    port the kernel hands out (to `bind(0)`, to an outgoing connection) may be taken by another process in the
+    moment a server is restarted on it."""
+    low = _ephemeral_low()
+    candidates = random.sample(range(_RESERVED_BELOW, low), min(32, max(0, low - _RESERVED_BELOW)))
+    for port in candidates:
+        with socket.socket() as sock, contextlib.suppress(OSError):
+            sock.bind(("127.0.0.1", port))
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+_RESERVED_BELOW = 10000  # well-known and registered services' ports stay alone
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 when it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _thrift_string(value: str) -> bytes:

@@ -86,6 +86,14 @@ def test_two_spark_processes_share_it(server, tmp_path):
     assert {"proc_a", "proc_b"} <= set(list_databases(server.host, server.port))
 
 
+@pytest.mark.pure
+def test_free_ports_are_below_the_kernels_ephemeral_range():
+    """A restarted server keeps its port: no `bind(0)` or outgoing connection of another process can take it."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(10000 <= port < low for port in ports) and len(ports) > 1
+
+
 def test_port_taken_by_another_process_is_refused(tmp_path):
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
