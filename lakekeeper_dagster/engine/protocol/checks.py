@@ -6,8 +6,7 @@ import time
 
 from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.fs.storage import DataFile, Storage, is_hidden
-
-WRITER_WAIT_SECONDS = 30.0
+from lakekeeper_dagster.engine.protocol import writers
 
 
 def refuse_subdirectories(directories: list[str], label: str) -> None:
@@ -44,11 +43,10 @@ def refuse_encryption_zone_root(storage: Storage, live: str, label: str) -> None
         )
 
 
-def check_before_swap(
-    storage: Storage, live: str, snapshot: list[DataFile], label: str, timeout: float = WRITER_WAIT_SECONDS
-) -> None:
-    """No writer at work in `live` (waited for), no subdirectories, not an encryption zone root, and every snapshot
-    file still there with the same size and modification time."""
+def check_before_swap(storage: Storage, live: str, snapshot: list[DataFile], label: str) -> None:
+    """No writer at work in `live` (waited for up to `writers.WRITER_WAIT_SECONDS`), no subdirectories, not an
+    encryption zone root, and every snapshot file still there with the same size and modification time."""
+    timeout = writers.WRITER_WAIT_SECONDS
     deadline = time.monotonic() + timeout
     if not storage.exists(live):
         raise UnitFailure(
