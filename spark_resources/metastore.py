@@ -304,28 +304,39 @@ class MetastoreServer:
             return "(no log)"
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """Stop the server; True when one was running."""
+        """Stop the server (SIGTERM, then SIGKILL after `timeout` seconds); True when one was running. Returns once
+        the process is gone, so its port is free."""
         pid = self.pid()
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            _reap(pid)
-            time.sleep(0.2)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            _reap(pid)
+        if not _gone_within(pid, timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _gone_within(pid, timeout)
         self.pid_file.unlink(missing_ok=True)
         return True
 
 
-def _reap(pid: int) -> None:
-    """Collect a child that exited, so it does not linger as a zombie that `kill -0` still sees."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+def _gone_within(pid: int, timeout: float) -> bool:
+    """Whether process `pid` exits within `timeout` seconds. A child of this process is reaped; an exited process
+    another parent has not reaped yet counts as gone once it is a zombie with no thread left (its files, sockets
+    included, are closed only when its last thread exits)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        try:
+            status = dict(
+                line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+            )
+        except OSError:
+            return True
+        if status["State"].split()[0] == "Z" and status["Threads"].strip() == "1":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # exited since the first look: reaped now when ours
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -86,10 +88,25 @@ def test_two_spark_processes_share_it(server, tmp_path):
     assert {"proc_a", "proc_b"} <= set(list_databases(server.host, server.port))
 
 
+def test_a_server_that_ignores_sigterm_is_killed_and_gone_when_stop_returns(server):
+    """A JVM started with SIGTERM ignored (as a parent's SIG_IGN is inherited) never runs its shutdown: stop kills it
+    after its timeout and returns only once the process is gone, so a restart finds its port free."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        server.start()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    pid = server.pid()
+    assert server.stop(timeout=1.0) is True
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped (a child of this process), not still dying
+    server.start()
+    assert "default" in list_databases(server.host, server.port)
+
+
 @pytest.mark.pure
 def test_free_ports_are_below_the_kernels_ephemeral_range():
     """A restarted server keeps its port: no `bind(0)` or outgoing connection of another process can take it."""
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = {free_port() for _ in range(20)}
     assert all(10000 <= port < low for port in ports) and len(ports) > 1
 
