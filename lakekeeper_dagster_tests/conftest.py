@@ -45,6 +45,11 @@ def pytest_configure(config) -> None:
     ignores Ctrl-C), so the servers and clusters they started in sessions of their own are stopped."""
     os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args()
     signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started as a background job (the cluster tier in `make test`, a script's `&`): SIGINT is ignored, and
+        # Dagster maps SIGTERM to SIGINT's handler around each in-process run, so every process started after one
+        # would ignore SIGTERM: metastores and daemons would stop only after `stop`'s timeout, by SIGKILL.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _interrupt(signum, frame) -> None:
