@@ -30,7 +30,7 @@ demo: venv
 # tests; `--dist loadgroup` keeps the Kerberos, PostgreSQL and repository-folder tests together), and beside it the
 # tests marked `cluster` run again with Spark on a standalone cluster (a Master and two Workers from pyspark's jars; the
 # driver in the test process, as in YARN client mode); a cluster that cannot start fails the run. Its output follows the
-# suite's; an interrupt ends it too (a script's background job ignores Ctrl-C). Each stage prints its wall time.
+# suite's; an interrupt ends it too (the trap: a script's background job starts with Ctrl-C ignored). Each stage prints its wall time.
 # `dg check defs` / `dg list defs`: the code location loads as a dg project (a few seconds, no metastore needed: with
 # none reachable it loads the last stored state or 0 tables, and says so).
 STAGE := .ci/stage

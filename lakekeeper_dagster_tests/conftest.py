@@ -41,19 +41,26 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
     """The test JVMs' flags and class archive (`jvm.py`), for every Spark JVM this run and its subprocesses start;
-    SIGTERM ends the run as Ctrl-C does, fixtures torn down (`make test` ends the cluster tier so: a background job
-    ignores Ctrl-C), so the servers and clusters they started in sessions of their own are stopped."""
+    SIGTERM ends the run as Ctrl-C does, fixtures torn down (`make test` ends the cluster tier so), so the servers and
+    clusters they started in sessions of their own are stopped."""
     os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args()
     signal.signal(signal.SIGTERM, _interrupt)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         # Started as a background job (the cluster tier in `make test`, a script's `&`): SIGINT is ignored, and
         # Dagster maps SIGTERM to SIGINT's handler around each in-process run, so every process started after one
         # would ignore SIGTERM: metastores and daemons would stop only after `stop`'s timeout, by SIGKILL.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _interrupt)
+
+
+_interrupted: list[int] = []
 
 
 def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+    """The first SIGTERM (or SIGINT) interrupts the run; later ones (Ctrl-C, then `make test`'s kill) let its
+    teardown finish stopping what it started."""
+    if not _interrupted:
+        _interrupted.append(signum)
+        raise KeyboardInterrupt
 
 
 # `make test` runs the suite in two pytest-xdist workers (`--dist loadgroup`), each with its own metastore, Spark
