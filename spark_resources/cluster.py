@@ -7,10 +7,8 @@ the calling process (client mode) and its executors in JVMs the Workers launch.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from spark_resources.errors import ResourceError
 from spark_resources.metastore import free_port, java_executable, port_is_open
+from spark_resources.processes import stop_process
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -46,31 +45,10 @@ def _alive(pid: int, marker: str) -> bool:
         return False
 
 
-def _reap(pid: int) -> None:
-    """Collect a child that exited, so it does not linger as a zombie that `kill -0` still sees."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
 def _stop_pid(pid: int, marker: str, timeout: float) -> None:
-    """SIGTERM, then SIGKILL after `timeout` seconds; reaps it when it is a child of this process. Gone means its
-    command line no longer names `marker`: an exited process another parent has not reaped yet (a zombie, whose
-    command line is empty) is stopped, though `kill -0` still finds it."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        _reap(pid)
-        if not _alive(pid, marker):
-            return
-        time.sleep(0.2)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    _reap(pid)
+    """Stop `pid` when it still runs a command naming `marker` (not a recycled pid); see `stop_process`."""
+    if _alive(pid, marker):
+        stop_process(pid, timeout)
 
 
 @dataclass

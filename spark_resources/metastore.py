@@ -9,7 +9,6 @@ import contextlib
 import os
 import random
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -20,9 +19,11 @@ from urllib.parse import urlparse
 from xml.sax.saxutils import escape
 
 from spark_resources.errors import MetastoreError
+from spark_resources.processes import stop_process
 
 METASTORE_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 DEFAULT_URI = "thrift://127.0.0.1:9083"
+_RESERVED_BELOW = 10000  # free_port leaves well-known and registered services' ports alone
 
 
 def pyspark_jars_dir() -> Path:
@@ -73,7 +74,7 @@ def free_port() -> int:
     port the kernel hands out (to `bind(0)`, to an outgoing connection) may be taken by another process in the
     moment a server is restarted on it."""
     low = _ephemeral_low()
-    candidates = random.sample(range(_RESERVED_BELOW, low), min(32, max(0, low - _RESERVED_BELOW)))
+    candidates = random.SystemRandom().sample(range(_RESERVED_BELOW, low), min(32, max(0, low - _RESERVED_BELOW)))
     for port in candidates:
         with socket.socket() as sock, contextlib.suppress(OSError):
             sock.bind(("127.0.0.1", port))
@@ -81,9 +82,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-_RESERVED_BELOW = 10000  # well-known and registered services' ports stay alone
 
 
 def _ephemeral_low() -> int:
@@ -310,33 +308,6 @@ class MetastoreServer:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)
-        if not _gone_within(pid, timeout):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            _gone_within(pid, timeout)
+        stop_process(pid, timeout)
         self.pid_file.unlink(missing_ok=True)
         return True
-
-
-def _gone_within(pid: int, timeout: float) -> bool:
-    """Whether process `pid` exits within `timeout` seconds. A child of this process is reaped; an exited process
-    another parent has not reaped yet counts as gone once it is a zombie with no thread left (its files, sockets
-    included, are closed only when its last thread exits)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        try:
-            status = dict(
-                line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
-            )
-        except OSError:
-            return True
-        if status["State"].split()[0] == "Z" and status["Threads"].strip() == "1":
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)  # exited since the first look: reaped now when ours
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)

@@ -97,6 +97,8 @@ def test_a_server_that_ignores_sigterm_is_killed_and_gone_when_stop_returns(serv
     finally:
         signal.signal(signal.SIGTERM, previous)
     pid = server.pid()
+    ignored = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn"))
+    assert int(ignored.split()[1], 16) & (1 << (signal.SIGTERM - 1))  # the JVM ignores SIGTERM: stop must kill it
     assert server.stop(timeout=1.0) is True
     assert not Path(f"/proc/{pid}").exists()  # killed and reaped (a child of this process), not still dying
     server.start()
@@ -107,6 +109,8 @@ def test_a_server_that_ignores_sigterm_is_killed_and_gone_when_stop_returns(serv
 def test_free_ports_are_below_the_kernels_ephemeral_range():
     """A restarted server keeps its port: no `bind(0)` or outgoing connection of another process can take it."""
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    if low <= 10000:
+        pytest.skip(f"the kernel's ephemeral range starts at {low}: free_port falls back to bind(0)")
     ports = {free_port() for _ in range(20)}
     assert all(10000 <= port < low for port in ports) and len(ports) > 1
 
