@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.ops.analyze import analyze_tables
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.protocol import writers
+from lakekeeper_dagster.engine.protocol.lease import TableLease
 from lakekeeper_dagster.engine.statuses import PlanStatus, UnitStatus
 from lakekeeper_dagster_tests.engine.test_text_compaction import _table
 from lakekeeper_dagster_tests.tables import DATES, OPTIONS, data_files, make_table, run_cli_in_process
@@ -47,6 +49,10 @@ def test_a_partition_failing_every_run_is_suspended_until_resumed(spark, databas
 
     missing = run_cli_in_process(spark, ["resume", "--table", table, "--partition", "date=1999-01-01"], tmp_path)
     assert missing.returncode == 2 and "does not exist" in missing.stderr  # bad input: nothing resumed
+    assert compact_table(spark, database, "bom", options)[0].status == UnitStatus.SUSPENDED
+    with TableLease(Storage(spark), str(data_dir.parent / f".lakekeeper-{data_dir.name}"), table, "r1", "a run"):
+        held = run_cli_in_process(spark, ["resume", "--table", table, "--partition", DATE], tmp_path)
+    assert held.returncode == 1 and f"table {table}" in held.stderr and "a run" in held.stderr  # a run counts: wait
     assert compact_table(spark, database, "bom", options)[0].status == UnitStatus.SUSPENDED
     resumed = run_cli_in_process(spark, ["resume", "--table", table, "--partition", DATE], tmp_path)
     assert resumed.returncode == 0 and f"{table} {DATE}: resumed" in resumed.stdout

@@ -21,7 +21,8 @@ from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.fs.storage import Storage, child
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, read_table
 from lakekeeper_dagster.engine.hive.model import validated_partition
-from lakekeeper_dagster.engine.protocol.journal import state_dir
+from lakekeeper_dagster.engine.protocol.journal import new_run_id, state_dir
+from lakekeeper_dagster.engine.protocol.lease import TableLease
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -113,7 +114,7 @@ def resume_units(storage: Storage, location: str, units: list[str] | None) -> li
 def resume_table(spark: SparkSession, database: str, table: str, partitions: list[str] | None) -> list[str]:
     """`resume`: forget the failed runs of the table's `partitions` (None: all its units), so that runs and the
     sensor compact them again; one line per unit resumed, or one saying there was none. An unknown table is a
-    CatalogError; nothing is changed then."""
+    CatalogError, a table a run holds a LeaseHeldError; nothing is changed then."""
     info = read_table(spark, database, table)
     storage = Storage(spark)
     units = None if partitions is None else [validated_partition(p, "--partition") for p in partitions]
@@ -122,7 +123,8 @@ def resume_table(spark: SparkSession, database: str, table: str, partitions: lis
     counted = read_failures(storage, info.location)
     if unknown := [unit for unit in units or [] if unit not in counted]:
         find_partitions(spark, info, unknown)  # a partition that does not exist is a CatalogError: nothing changes
-    resumed = resume_units(storage, info.location, units)
+    with TableLease(storage, state_dir(info.location), info.qualified_name, new_run_id(), "resume"):
+        resumed = resume_units(storage, info.location, units)  # a run counting its outcomes meanwhile would undo it
     if not resumed:
         return [f"{info.qualified_name}: no suspended or failing partition" + (" of those named" if units else "")]
     return [f"{info.qualified_name} {unit or '(whole table)'}: resumed (its failed runs forgotten)" for unit in resumed]
