@@ -210,14 +210,20 @@ def new_cluster_apps(cluster, known: set[str], timeout: float = 60.0) -> list[tu
         time.sleep(0.5)
 
 
-class Announcements(io.TextIOBase):
-    """A stand-in for stderr that tells a test thread when the compaction pauses at a `sleep@<point>` fault."""
+class Pause(io.TextIOBase):
+    """A `pause@<point>:<file>` fault for an in-process run, and a stand-in for stderr: `reached` is set when the run
+    pauses at `point` (it says so on stderr); `release()` lets it go on. The file lives in `directory`."""
 
-    def __init__(self, point: str):
+    def __init__(self, point: str, directory: Path):
         self.point = point
+        self.release_file = directory / f"release-{point}-{uuid.uuid4().hex}"
+        self.fault = f"pause@{point}:{self.release_file}"
         self.reached = threading.Event()
 
     def write(self, text: str) -> int:
-        if f"sleeping at {self.point}" in text:
+        if f"pausing at {self.point} until" in text:
             self.reached.set()
         return len(text)
+
+    def release(self) -> None:
+        self.release_file.touch()

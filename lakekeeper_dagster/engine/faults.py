@@ -14,6 +14,9 @@ journal record's temporary file and renaming it into place;
 a recovery can be killed too;
 `LAKEKEEPER_FAULT=sleep@<point>:<seconds>` pauses there (to hold a table's lease while another process tries, or
 to let a test change files at that moment), after printing `lakekeeper fault: sleeping at <point>` on stderr;
+`LAKEKEEPER_FAULT=pause@<point>:<file>` pauses there until `<file>` exists (at most `PAUSE_AT_MOST_SECONDS`), after
+printing `lakekeeper fault: pausing at <point> until <file> exists`: a test acts at that moment, then creates the
+file, so the run goes on as soon as the test is done, however loaded the machine;
 `LAKEKEEPER_FAULT=fail@<point>` raises `InjectedFault` at a `fail_point(<point>)` (`attributes`: setting the
 attributes of a staged directory or file fails; `observations_recorded`: an observation run fails after recording;
 `backlog_kept`: it fails between keeping a table's backlog count and its fingerprint; `history_appended`: a history
@@ -34,6 +37,7 @@ import sys
 import time
 
 ENV = "LAKEKEEPER_FAULT"
+PAUSE_AT_MOST_SECONDS = 600.0
 
 
 def _faults() -> list[str]:
@@ -49,6 +53,12 @@ def kill_point(point: str) -> None:
         if fault.startswith(f"sleep@{point}:"):
             print(f"lakekeeper fault: sleeping at {point}", file=sys.stderr, flush=True)
             time.sleep(float(fault.rsplit(":", 1)[1]))
+        if fault.startswith(f"pause@{point}:"):
+            release = fault.split(":", 1)[1]
+            print(f"lakekeeper fault: pausing at {point} until {release} exists", file=sys.stderr, flush=True)
+            deadline = time.monotonic() + PAUSE_AT_MOST_SECONDS
+            while not os.path.exists(release) and time.monotonic() < deadline:
+                time.sleep(0.05)
 
 
 class InjectedFault(Exception):

@@ -8,7 +8,6 @@ import shutil
 import signal
 import sys
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster_tests.tables import (
-    Announcements,
+    Pause,
     data_files,
     hidden_dirs,
     make_table,
@@ -33,7 +32,7 @@ from lakekeeper_dagster_tests.tables import (
     run_cli,
     write_files,
 )
-from spark_resources.py4j import external_catalog, session_conf
+from spark_resources.py4j import session_conf
 
 NOW = datetime(2024, 6, 1)
 FLAT = [{"dt": d} for d in ("2019041316", "2019041317", "2019041400", "2024053123", "latest")]
@@ -66,6 +65,30 @@ def partitions(spark, database: str, name: str) -> list[str]:
 
 def files_under(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def merge_paused_at(point: str, act, spark, database: str, name: str, policy, monkeypatch, directory: Path):
+    """Merge `name` (skipping the trash) with a pause at `point`, `act` run at that moment; the run goes on once
+    `act` returns. Its outcome."""
+    pause = Pause(point, directory)
+    done = []
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "stderr", pause)
+        patched.setenv("LAKEKEEPER_FAULT", pause.fault)
+        run = threading.Thread(
+            target=lambda: done.append(merge_table(spark, database, name, policy, skip_trash=True, now=NOW))
+        )
+        run.start()
+        try:
+            while not pause.reached.wait(0.2) and run.is_alive():
+                pass
+            assert pause.reached.is_set(), f"the merge ended before pausing at {point}"
+            act()
+        finally:
+            pause.release()
+            run.join(300)
+    (outcome,) = done
+    return outcome
 
 
 class Reader(threading.Thread):
@@ -224,15 +247,11 @@ def test_a_file_written_into_a_fine_partition_during_the_merge_stays_visible(spa
     policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wm_all"})
     merge_table(spark, database, "wm", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
     rows = view_rows(spark, f"{database}.wm_all")
-    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@switched:6")
-    run = threading.Thread(
-        target=merge_table, args=(spark, database, "wm", policy), kwargs={"skip_trash": True, "now": NOW}
-    )
-    run.start()
-    while "dt=20190413" not in partitions(spark, database, "wm__merged"):  # planned, copied: now write
-        time.sleep(0.2)
-    write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
-    run.join(300)
+
+    def write() -> None:  # the period copied, registered and switched to: now write
+        write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
+
+    merge_paused_at("switched", write, spark, database, "wm", policy, monkeypatch, data_dir.parent)
     added = [(i, f"v{i}", i % 7, "2019041316") for i in range(1000, 1003)]
     assert view_rows(spark, f"{database}.wm_all") == sorted(rows + added)
     assert partitions(spark, database, "wm") == ["dt=2019041316"] and len(data_files(root / "dt=2019041316")) == 1
@@ -248,20 +267,12 @@ def test_a_fine_partition_overwritten_after_the_switch_undoes_the_period(spark, 
     policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wo_all"})
     merge_table(spark, database, "wo", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
     rows = view_rows(spark, f"{database}.wo_all")
-    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@switched:6")
-    done = []
-    run = threading.Thread(
-        target=lambda: done.append(merge_table(spark, database, "wo", policy, skip_trash=True, now=NOW))
-    )
-    run.start()
-    catalog = external_catalog(spark)
-    while "'2019041316'" not in catalog.getTable(database, "wo_all").viewText().get():  # switched: now overwrite
-        time.sleep(0.2)
-    spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041316') VALUES (700, 'new', 0), (701, 'new', 1)")
-    run.join(300)
-    monkeypatch.delenv("LAKEKEEPER_FAULT")
 
-    (outcome,) = done
+    def overwrite() -> None:  # switched: now overwrite
+        spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041316') VALUES (700, 'new', 0), (701, 'new', 1)")
+
+    outcome = merge_paused_at("switched", overwrite, spark, database, "wo", policy, monkeypatch, data_dir.parent)
+
     assert outcome.merged == ["dt=20190414"] and "an overwrite" in outcome.failed["dt=20190413"], outcome.lines
     overwritten = [(700, "new", 0, "2019041316"), (701, "new", 1, "2019041316")]
     assert view_rows(spark, f"{database}.wo_all") == sorted([r for r in rows if r[3] != "2019041316"] + overwritten)
@@ -278,18 +289,11 @@ def test_a_file_written_while_a_fine_partition_is_cleared_stays_visible(spark, d
     policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wl_all"})
     merge_table(spark, database, "wl", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
     rows = view_rows(spark, f"{database}.wl_all")
-    announcements = Announcements("clearing")
-    monkeypatch.setattr(sys, "stderr", announcements)
-    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@clearing:3")
-    run = threading.Thread(
-        target=merge_table, args=(spark, database, "wl", policy), kwargs={"skip_trash": True, "now": NOW}
-    )
-    run.start()
-    assert announcements.reached.wait(120)  # the first fine partition listed: now write into it
-    write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
-    run.join(300)
-    monkeypatch.undo()
 
+    def write() -> None:  # the first fine partition listed: now write into it
+        write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
+
+    merge_paused_at("clearing", write, spark, database, "wl", policy, monkeypatch, data_dir.parent)
     added = [(i, f"v{i}", i % 7, "2019041316") for i in range(1000, 1003)]
     assert view_rows(spark, f"{database}.wl_all") == sorted(rows + added)
     assert partitions(spark, database, "wl") == ["dt=2019041316"] and len(data_files(root / "dt=2019041316")) == 1
@@ -306,18 +310,11 @@ def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_sw
     policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wc_all"})
     merge_table(spark, database, "wc", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
     rows = view_rows(spark, f"{database}.wc_all")
-    monkeypatch.setenv("LAKEKEEPER_FAULT", "sleep@pending:6")
-    done = []
-    run = threading.Thread(
-        target=lambda: done.append(merge_table(spark, database, "wc", policy, skip_trash=True, now=NOW))
-    )
-    run.start()
-    catalog = external_catalog(spark)
-    while "20190413" not in catalog.getTable(database, "wc_all").viewText().get():  # pending: copied, not switched
-        time.sleep(0.2)
-    write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
-    run.join(300)
-    (outcome,) = done
+
+    def write() -> None:  # pending: copied, not switched
+        write_files(spark, f"file:{root}/dt=2019041316", 1000, 3, 1, "parquet")
+
+    outcome = merge_paused_at("pending", write, spark, database, "wc", policy, monkeypatch, data_dir.parent)
     assert outcome.merged == ["dt=20190414"]
     assert any("dt=20190413: not merged: the files of dt=2019041316 changed" in line for line in outcome.lines)
     assert list(outcome.failed) == ["dt=20190413"] and outcome.failed["dt=20190413"].startswith("the files of")

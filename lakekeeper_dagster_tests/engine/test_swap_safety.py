@@ -7,7 +7,9 @@ import shutil
 import signal
 import stat
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +21,7 @@ from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster_tests.tables import (
     DATES,
     OPTIONS,
-    Announcements,
+    Pause,
     data_files,
     hidden_dirs,
     make_table,
@@ -38,23 +40,28 @@ def row(i: int) -> tuple:
 
 def run_paused_at_retiring(spark, database, table, monkeypatch, writer, point: str = "retiring") -> list:
     """Compact `table` with a pause right before the retire rename (after every check), or at another `point` of
-    the swap, `writer` acting in it."""
-    announcements = Announcements(point)
-    monkeypatch.setattr(sys, "stderr", announcements)
-    monkeypatch.setenv("LAKEKEEPER_FAULT", f"sleep@{point}:3")
+    the swap, `writer` acting in it; the run goes on once `writer` returns."""
+    releases = Path(tempfile.mkdtemp(prefix="lk-pause-"))
+    pause = Pause(point, releases)
 
     def act() -> None:
-        if announcements.reached.wait(300):
-            writer()
+        try:
+            if pause.reached.wait(300):
+                writer()
+        finally:
+            pause.release()
 
     thread = threading.Thread(target=act)
-    thread.start()
-    try:
-        results = compact_table(spark, database, table, OPTIONS)
-    finally:
-        announcements.reached.set()
-        thread.join()
-    monkeypatch.undo()  # stderr and the fault back as they were
+    with monkeypatch.context() as patched:  # stderr and the fault back as they were, however the run ends
+        patched.setattr(sys, "stderr", pause)
+        patched.setenv("LAKEKEEPER_FAULT", pause.fault)
+        thread.start()
+        try:
+            results = compact_table(spark, database, table, OPTIONS)
+        finally:
+            pause.reached.set()
+            thread.join()
+            shutil.rmtree(releases)
     return results
 
 
