@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.fs.locations import child, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.backup import drop_backup, find_backups
 from lakekeeper_dagster.engine.hive.model import partition_clause, partition_name, quote_identifier, sql_string
 from lakekeeper_dagster.engine.protocol.journal import HIDDEN_PREFIX, state_dir

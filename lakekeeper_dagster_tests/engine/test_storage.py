@@ -76,6 +76,19 @@ def test_rename_strict_refuses_to_nest(storage, tmp_path):
     assert (dst / "f").read_text() == "data" and not src.exists()
 
 
+def test_replace_file_puts_a_file_in_place_of_another_in_one_rename(storage, tmp_path):
+    """`failures.json` is replaced so (never deleted first: a reader in between would find no counts)."""
+    old, new = (tmp_path / "counts.json").as_uri(), (tmp_path / "counts.json.tmp-1").as_uri()
+    storage.write_text(old, "old")
+    storage.write_text(new, "new")
+    storage.replace_file(new, old)
+    assert storage.read_text(old) == "new" and not storage.exists(new)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".crc")) == ["counts.json"]
+    with pytest.raises(StorageError, match="counts.json.tmp-1 onto .*counts.json failed"):
+        storage.replace_file(new, old)  # gone: a clear error, the file in place kept
+    assert storage.read_text(old) == "new"
+
+
 def test_text_files_and_exclusive_create(storage, tmp_path):
     target = (tmp_path / "j" / "journal.json").as_uri()
     storage.write_text(target, '{"step": "é"}\n')

@@ -10,7 +10,7 @@ import pytest
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
-from lakekeeper_dagster.engine.fs.storage import child
+from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.protocol.journal import journal_root
 from lakekeeper_dagster.translator import HiveTableTranslator

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from lakekeeper_dagster.engine import faults
 from lakekeeper_dagster.engine.errors import StorageError
+from lakekeeper_dagster.engine.fs.locations import is_hidden
 from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_messages, jvm
 
 if TYPE_CHECKING:
@@ -33,27 +34,15 @@ class DirEntries:
     files: list[DataFile]
 
 
-def is_hidden(name: str) -> bool:
-    """Hadoop/Hive convention: names starting with `_` or `.` are not data."""
-    return name.startswith(("_", "."))
-
-
-def split_location(location: str) -> tuple[str, str]:
-    """(parent, last name) of a location: `file:/w/t/date=1` -> (`file:/w/t`, `date=1`)."""
-    parent, _, name = location.rstrip("/").rpartition("/")
-    if not name or not parent:
-        raise StorageError(f"location {location} has no parent directory")
-    return parent, name
-
-
-def child(location: str, name: str) -> str:
-    return f"{location.rstrip('/')}/{name}"
-
-
 def _filesystem_root(location: str) -> str:
     """`scheme://authority` of a location (empty for a path without scheme: the default filesystem)."""
     parsed = urlsplit(location)
     return f"{parsed.scheme}://{parsed.netloc}" if parsed.scheme else ""
+
+
+def _cause(error: BaseException) -> str:
+    """The first line of the Java exception's message (or of the error's own)."""
+    return (java_messages(error) or [str(error)])[0].splitlines()[0]
 
 
 def _denied(error: BaseException) -> bool:
@@ -85,8 +74,8 @@ class Storage:
         hadoop_fs = self._jvm.org.apache.hadoop.fs  # each py4j class lookup is a round trip: look up once
         self._path_class = hadoop_fs.Path
         self._file_context_class = hadoop_fs.FileContext
-        self._no_overwrite = self._gateway.new_array(hadoop_fs.Options.Rename, 1)
-        self._no_overwrite[0] = hadoop_fs.Options.Rename.NONE
+        self._no_overwrite, self._overwrite = (self._gateway.new_array(hadoop_fs.Options.Rename, 1) for _ in "ab")
+        self._no_overwrite[0], self._overwrite[0] = hadoop_fs.Options.Rename.NONE, hadoop_fs.Options.Rename.OVERWRITE
         # Per filesystem (scheme and authority): looking one up costs a user lookup and a cache probe in the JVM.
         self._filesystems: dict[str, object] = {}
         self._contexts: dict[str, object] = {}
@@ -207,14 +196,20 @@ class Storage:
         try:
             self._context(source).rename(src, dst, self._no_overwrite)
         except Exception as error:  # py4j wraps the Java exception; name the cause in our words
-            cause = (java_messages(error) or [str(error)])[0].splitlines()[0]
+            cause = _cause(error)
             if is_java_error(error, "FileAlreadyExistsException") or self.exists(target):
                 raise StorageError(f"refusing to rename {source} onto {target}: the target already exists") from None
             if not self.exists(source):
                 raise StorageError(f"cannot rename {source}: it does not exist") from None
             raise StorageError(f"rename of {source} to {target} failed: {cause}") from None
 
-    rename_file = rename_strict
+    def replace_file(self, source: str, target: str) -> None:
+        """Rename the file `source` onto `target`, replacing it: one rename with OVERWRITE, atomic in HDFS's NameNode
+        (readers see the old file or the new one, never none); a local filesystem deletes, then renames, in one call."""
+        try:
+            self._context(source).rename(self._path(source), self._path(target), self._overwrite)
+        except Exception as error:
+            raise StorageError(f"rename of {source} onto {target} failed: {_cause(error)}") from None
 
     def delete_empty_dir(self, location: str) -> bool:
         """Delete a directory only if it is empty (non-recursive); False when it is not (or is gone)."""

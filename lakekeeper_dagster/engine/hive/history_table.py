@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError
-from lakekeeper_dagster.engine.fs.storage import Storage, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import read_table, table_exists
 from lakekeeper_dagster.engine.hive.model import HISTORY_PROPERTY, partition_clause, quote_identifier, sql_string
 from spark_resources.py4j import job_description

@@ -9,7 +9,8 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
-from lakekeeper_dagster.engine.fs.storage import Storage, child, is_hidden, split_location
+from lakekeeper_dagster.engine.fs.locations import child, is_hidden, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import list_databases, list_tables
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name

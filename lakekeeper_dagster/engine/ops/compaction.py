@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.errors import CatalogError, OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.fs.access import hadoop_user, writable
 from lakekeeper_dagster.engine.fs.dirstats import DirStats
-from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage, split_location
+from lakekeeper_dagster.engine.fs.locations import split_location
+from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, table_units
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable, refuse_copy_options
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from py4j.protocol import Py4JJavaError
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
-from lakekeeper_dagster.engine.fs.storage import Storage, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import current_location, read_table, table_units
 from lakekeeper_dagster.engine.hive.history_table import read_rows

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, read_table, table_exists
 from lakekeeper_dagster.engine.hive.model import (
     TableInfo,

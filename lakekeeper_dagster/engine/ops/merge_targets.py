@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
-from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.fs.locations import child, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import read_table, table_exists
 from lakekeeper_dagster.engine.hive.model import (
     MERGED_SOURCE_PROPERTY,

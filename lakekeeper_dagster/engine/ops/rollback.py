@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import DataFile, Storage, is_hidden
+from lakekeeper_dagster.engine.fs.locations import is_hidden
+from lakekeeper_dagster.engine.fs.storage import DataFile, Storage
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import current_location
 from lakekeeper_dagster.engine.hive.eligibility import load_compactable

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.faults import wants
-from lakekeeper_dagster.engine.fs.storage import child
+from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.thresholds import WriteMode
@@ -206,7 +206,7 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
             written = output(root, position)
             if item.merged.outputs and run.storage.exists(written):  # beside its byte-merged files: moved in
                 for file in run.storage.list_data_files(written):
-                    run.storage.rename_file(file.path, child(unit.incoming, file.name))
+                    run.storage.rename_strict(file.path, child(unit.incoming, file.name))
             elif run.storage.exists(written):
                 run.storage.rename_strict(written, unit.incoming)
             elif item.merged.outputs:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from lakekeeper_dagster.engine.errors import UnitFailure
-from lakekeeper_dagster.engine.fs.storage import DataFile, Storage, is_hidden
+from lakekeeper_dagster.engine.fs.locations import is_hidden
+from lakekeeper_dagster.engine.fs.storage import DataFile, Storage
 from lakekeeper_dagster.engine.protocol import writers
 
 

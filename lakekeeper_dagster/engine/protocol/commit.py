@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 
 from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.fs.locations import child, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.statuses import Operation, RunKind, RunStep, UnitState
 from spark_resources.py4j import is_java_error
 

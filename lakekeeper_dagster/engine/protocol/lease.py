@@ -36,7 +36,8 @@ from dataclasses import dataclass, fields
 
 from lakekeeper_dagster.engine.errors import LeaseHeldError, StorageError
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import Storage
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
 DEFAULT_RENEW_SECONDS = 10.0

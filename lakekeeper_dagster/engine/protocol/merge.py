@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, child, is_hidden, split_location
+from lakekeeper_dagster.engine.fs.locations import child, is_hidden, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import (
     list_partitions,
     partition_identity,

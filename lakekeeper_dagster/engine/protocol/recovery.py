@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import LeaseHeldError, OperationError
-from lakekeeper_dagster.engine.fs.storage import Storage, child, split_location
+from lakekeeper_dagster.engine.fs.locations import child, split_location
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized

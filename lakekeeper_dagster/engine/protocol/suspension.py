@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.fs.storage import Storage, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import find_partitions, read_table
 from lakekeeper_dagster.engine.hive.model import validated_partition
 from lakekeeper_dagster.engine.protocol.journal import new_run_id, state_dir
@@ -74,15 +75,15 @@ def suspended_units(failures: dict[str, FailedRuns], suspend_after: int) -> dict
 
 
 def _write(storage: Storage, location: str, failures: dict[str, FailedRuns]) -> None:
-    """Replace the file by `failures` (written whole under a temporary name, then renamed), or delete it when empty."""
+    """Replace the file by `failures` (written whole under a temporary name, then renamed onto it: a reader sees the
+    old counts or the new ones), or delete it when empty."""
     path = _path(location)
     if not failures:
         storage.delete(path)
         return
     temporary = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
     storage.write_text(temporary, json.dumps({unit: asdict(f) for unit, f in sorted(failures.items())}, indent=1))
-    storage.delete(path)
-    storage.rename_strict(temporary, path)
+    storage.replace_file(temporary, path)
 
 
 def record_outcomes(storage: Storage, location: str, outcomes: dict[str, str | None]) -> dict[str, FailedRuns]:

@@ -19,12 +19,12 @@ from collections.abc import Callable
 
 from lakekeeper_dagster.engine.errors import StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.storage import Storage, child, is_hidden
+from lakekeeper_dagster.engine.fs.locations import child, is_hidden, is_marker
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.protocol.checks import changed_files
 from lakekeeper_dagster.engine.protocol.journal import UnitRecord
 
 INSTALL_ATTEMPTS = 10
-SUCCESS_MARKER = "_SUCCESS"  # a finished Hadoop job's marker: nothing of the data, dropped with the directory
 
 ArrivalRecorder = Callable[[dict[str, str]], None]
 
@@ -41,7 +41,7 @@ def _move_data_files(storage: Storage, source: str, target: str, skip: set[str])
     for name in storage.list_names(source, directories=False):
         if is_hidden(name) or name in skip:
             continue
-        storage.rename_file(child(source, name), child(target, name))
+        storage.rename_strict(child(source, name), child(target, name))
         moved += 1
     return moved
 
@@ -66,7 +66,7 @@ def _take_arrivals(storage: Storage, unit: UnitRecord, record_arrived: ArrivalRe
         present.add(target)
     record_arrived(taken)
     for target, name in taken.items():
-        storage.rename_file(child(unit.live, name), child(unit.incoming, target))
+        storage.rename_strict(child(unit.live, name), child(unit.incoming, target))
     return len(taken)
 
 
@@ -82,7 +82,7 @@ def give_back_arrived(storage: Storage, unit: UnitRecord) -> None:
     if back and not storage.exists(unit.live):
         storage.mkdirs(unit.live)
     for taken, name in back.items():
-        storage.rename_file(child(unit.incoming, taken), child(unit.live, name))
+        storage.rename_strict(child(unit.incoming, taken), child(unit.live, name))
 
 
 def _writer_at_work(directory: str, what: str) -> StorageError:
@@ -100,10 +100,9 @@ def _remove_if_no_data(storage: Storage, directory: str) -> bool:
     """
     names = storage.list_names(directory, directories=False)
     for name in names:
-        # Only a finished job's `_SUCCESS` and a moved data file's checksum (`.<name>.crc`, local filesystems) go;
-        # any other hidden file (a writer's `.inprogress` or `.pending` file) is someone's work in progress.
-        checksum = name.startswith(".") and name.endswith(".crc") and name[1:-4] not in names
-        if is_hidden(name) and not (checksum or name == SUCCESS_MARKER):
+        # Only markers go (a finished job's `_SUCCESS`, a moved data file's checksum); any other hidden file (a
+        # writer's `.inprogress` or `.pending` file) is someone's work in progress.
+        if is_hidden(name) and not is_marker(name, names):
             raise _writer_at_work(directory, name)
         if is_hidden(name):
             storage.delete(child(directory, name), recursive=False)
@@ -121,7 +120,7 @@ def _carry_kept(storage: Storage, unit: UnitRecord, source: str, target: str) ->
     present = set(storage.list_names(source, directories=False))  # one listing, not one call per kept file
     for name in unit.kept:
         if name in present:
-            storage.rename_file(child(source, name), child(target, name))
+            storage.rename_strict(child(source, name), child(target, name))
             kill_point("carrying_kept")
 
 
@@ -271,8 +270,9 @@ def finish_swap(
 
 
 def _replaced_since_installed(storage: Storage, unit: UnitRecord) -> bool:
-    """Whether an installed compaction unit's outputs (journaled with their size and modification time) are no
-    longer all in `live` as written: the partition was overwritten or re-created since."""
+    """Whether the files an installed unit put in place (a compaction's outputs, a rollback's originals: journaled
+    with their size and modification time) are no longer all in `live` as they were: overwritten or re-created
+    since."""
     written = unit.details.get("output_snapshot") or {}
     now = {f.name: [f.size, f.modification_time] for f in storage.list_data_files(unit.live)}
     return any(now.get(name) != list(v) for name, v in written.items())

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lakekeeper_dagster.engine.errors import UnitFailure
-from lakekeeper_dagster.engine.fs.storage import Storage, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.protocol.journal import state_dir
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import UnitFailure
-from lakekeeper_dagster.engine.fs.storage import DataFile, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.rewrite.avrofiles import AvroHeader, avro_fingerprints, open_stream, read_header
 from lakekeeper_dagster.engine.rewrite.fingerprint import combine
 from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.faults import wants
-from lakekeeper_dagster.engine.fs.storage import DataFile, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.thresholds import target_file_count
 from lakekeeper_dagster.engine.rewrite.bytemerge import MergePlan, plan_merge

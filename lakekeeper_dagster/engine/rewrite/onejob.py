@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.fs.storage import child
+from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.rewrite.encodings import format_options
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, row_hash

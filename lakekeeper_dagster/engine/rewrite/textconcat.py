@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import UnitFailure
-from lakekeeper_dagster.engine.fs.storage import DataFile, child
+from lakekeeper_dagster.engine.fs.locations import child
+from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.rewrite.fingerprint import combine, fingerprints_by_file
 from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome
