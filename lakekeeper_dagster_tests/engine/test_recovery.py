@@ -118,6 +118,35 @@ def test_rollback_killed_at_every_step_is_recovered(spark, metastore, database, 
 
 @pytest.mark.crash
 @pytest.mark.slow
+def test_late_files_of_a_rollback_killed_after_its_install_never_land_in_a_partition_overwritten_since(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """Review of issue 38: a rollback is killed right after it put the originals back, before carrying back a file
+    written after the compaction; the partition is then overwritten. Recovery finishes the rollback without carrying
+    that file into the overwritten partition (its rows were replaced): it stays in the `.lk-rolledback-...`
+    directory, not lost."""
+    root = data_dir / "rl"
+    table = make_table(spark, database, "rl", root, partitions=DATES[:1], files=4)
+    compact_table(spark, database, "rl", OPTIONS)
+    partition = root / "date=2024-01-01"
+    compacted = {p.name for p in data_files(partition)}
+    spark.sql(f"INSERT INTO {table} PARTITION (date='2024-01-01') VALUES (5000, 'late', 1)")
+    (late,) = {p.name for p in data_files(partition)} - compacted
+    fault = {"LAKEKEEPER_FAULT": "kill@installed_dir"}  # the originals put back, the late file not yet carried
+    crashed = run_cli(["rollback", "--table", table], tmp_path, metastore.uri, fault)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (date='2024-01-01') VALUES (7, 'new', 0), (8, 'new', 1)")
+
+    recover(spark, [(database, "rl")])
+
+    assert rows_of(spark, table) == [(7, "new", 0, "2024-01-01"), (8, "new", 1, "2024-01-01")]
+    (aside,) = root.glob(".lk-rolledback-*")
+    assert [p.name for p in data_files(aside)] == [late]
+    assert [tuple(r) for r in spark.read.parquet(f"file://{aside / late}").collect()] == [(5000, "late", 1)]
+
+
+@pytest.mark.crash
+@pytest.mark.slow
 def test_cleanup_refuses_while_a_crashed_rollback_still_needs_the_originals(
     spark, metastore, database, data_dir, tmp_path
 ):

@@ -152,6 +152,9 @@ def _plan_unit(
             "): restoring the originals would need to overwrite them. Nothing was changed; rename those files in "
             f"{unit.live} (keeping them visible), then retry."
         )
+    # What the install puts in place (the originals, the kept files carried back): recovery after the install
+    # carries late files back only while the partition still holds exactly these (`swap._replaced_since_installed`).
+    restored = [*storage.list_data_files(unit.retired), *(f for f in present if f.name in kept)]
     record = UnitRecord(
         partition=unit.partition,
         spec=unit.spec,
@@ -161,7 +164,11 @@ def _plan_unit(
         known=sorted(written | kept),
         kept=sorted(kept),
         snapshot={f.name: [f.size, f.modification_time] for f in present if f.name in written | kept},
-        details={"compaction_journal": compaction.directory, "compaction_unit": index},
+        details={
+            "compaction_journal": compaction.directory,
+            "compaction_unit": index,
+            "output_snapshot": {f.name: [f.size, f.modification_time] for f in restored},
+        },
     )
     return record, [f for f in present if f.name in written | kept]
 
