@@ -7,7 +7,8 @@ and back when a swap is undone, `kept_carried` once they all are, right before t
 after a rollback retired the compacted copy; a retention run's partition: `dropping` (its intent journaled),
 `unregistered` (its metastore entry removed, data kept), `dropped` (its directory moved away);
 a merge run's period (`protocol/merge.py`): `written` (its copy verified), `pending`, `registered`, `switched`,
-`cleared`, `merged`; `clearing`: a planned fine partition listed, before its planned files move away;
+`cleared`, `merged`; `clearing`: a planned fine partition checked, before its planned files are taken aside;
+`held`: a fine partition's planned files taken aside, before the next partition is checked;
 `record_written:<step>` between writing a
 journal record's temporary file and renaming it into place;
 `lease_judged_stale` between judging a lease stale and claiming its takeover). Recovery passes the same points, so

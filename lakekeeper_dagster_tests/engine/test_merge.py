@@ -3,6 +3,7 @@ before, during and after a run, the dry run, bad input, and kills at each journa
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
@@ -217,9 +218,9 @@ def test_without_skip_trash_the_merged_fine_partitions_go_to_the_trash_byte_for_
 
     assert done.merged == ["dt=20190413", "dt=20190414"] and done.rows == 30
     assert all(f"{p}: dropped" in "\n".join(done.lines) for p in planned)
-    moved = trash / str(root).lstrip("/")
-    assert sorted(p.name for p in moved.iterdir()) == planned
-    assert {f"{p}/{f.name}": f.read_bytes() for p in planned for f in data_files(moved / p)} == originals
+    moved = {p.name.split("-", 4)[-1]: p for p in (trash / str(root).lstrip("/")).iterdir()}  # .lk-held-<run>-<p>
+    assert sorted(moved) == planned and all(p.name.startswith(".lk-held-") for p in moved.values())
+    assert {f"{p}/{f.name}": f.read_bytes() for p in planned for f in data_files(moved[p])} == originals
     assert sorted(p.name for p in root.iterdir()) == ["dt=2024053123", "dt=latest"]
     assert partitions(spark, database, "tr") == ["dt=2024053123", "dt=latest"]
     assert view_rows(spark, view) == rows and view_figures(spark, view) == figures
@@ -298,6 +299,33 @@ def test_a_file_written_while_a_fine_partition_is_cleared_stays_visible(spark, d
     assert view_rows(spark, f"{database}.wl_all") == sorted(rows + added)
     assert partitions(spark, database, "wl") == ["dt=2019041316"] and len(data_files(root / "dt=2019041316")) == 1
     assert partitions(spark, database, "wl__merged") == ["dt=20190413", "dt=20190414"]
+
+
+def test_a_fine_partition_overwritten_after_another_was_taken_aside_undoes_the_period(
+    spark, database, data_dir, monkeypatch
+):
+    """Issue 38 item 2, the rest: an `INSERT OVERWRITE` of the second planned fine partition lands after the first
+    one's files were taken aside. The first gets its files back, byte for byte, and the period is rolled back: the
+    view shows exactly what the overwrite left (never the merged copy's old rows beside it); nothing is left hidden."""
+    root = data_dir / "wt"
+    table = make_table(spark, database, "wt", root, partitions=FLAT[:3], files=2, rows=5)
+    policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wt_all"})
+    merge_table(spark, database, "wt", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
+    rows = view_rows(spark, f"{database}.wt_all")
+    first = {f.name: f.read_bytes() for f in data_files(root / "dt=2019041316")}
+
+    def overwrite() -> None:  # dt=2019041316's files taken aside, dt=2019041317 not yet checked
+        assert [p.name for p in root.glob(".lk-held-*")] and not data_files(root / "dt=2019041316")
+        spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041317') VALUES (700, 'new', 0)")
+
+    outcome = merge_paused_at("held", overwrite, spark, database, "wt", policy, monkeypatch, data_dir.parent)
+
+    assert outcome.merged == ["dt=20190414"] and "dt=2019041317's file" in outcome.failed["dt=20190413"], outcome
+    expected = sorted([r for r in rows if r[3] != "2019041317"] + [(700, "new", 0, "2019041317")])
+    assert view_rows(spark, f"{database}.wt_all") == expected
+    assert {f.name: f.read_bytes() for f in data_files(root / "dt=2019041316")} == first
+    assert partitions(spark, database, "wt") == ["dt=2019041316", "dt=2019041317"]
+    assert partitions(spark, database, "wt__merged") == ["dt=20190414"] and hidden_dirs(data_dir) == []
 
 
 def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_switch(
@@ -398,7 +426,7 @@ def test_a_time_column_that_is_not_a_string_is_refused(spark, database, data_dir
     assert partitions(spark, database, "num") == ["dt=2019041316"] and len(spark.catalog.listTables(database)) == 1
 
 
-KILL_POINTS = ["written", "pending", "registered", "record_written:switched", "switched", "cleared"]
+KILL_POINTS = ["written", "pending", "registered", "record_written:switched", "switched", "held", "cleared"]
 
 
 @pytest.mark.crash
@@ -417,7 +445,7 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
     crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     messages = recover(spark, [(database, "km")])
-    forward = point in ("switched", "cleared")
+    forward = point in ("switched", "held", "cleared")
     assert ("rolled forward" if forward else "rolled back") in messages[0], messages
     assert view_rows(spark, f"{database}.km_all") == rows
     assert hidden_dirs(data_dir) == [] and not any((data_dir / ".lakekeeper-km" / "journal").iterdir())
@@ -431,11 +459,13 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
 
 @pytest.mark.crash
 @pytest.mark.slow
+@pytest.mark.parametrize("point", ["switched", "held"])
 def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
-    spark, metastore, database, data_dir, tmp_path
+    spark, metastore, database, data_dir, tmp_path, point
 ):
-    """Issue 38 item 2, after a crash: killed once switched, a planned fine partition is overwritten before
-    `recover`, which rolls the period back (its files were never moved) instead of showing the old rows again."""
+    """Issue 38 item 2, after a crash: killed once switched (or once the first fine partition's files were taken
+    aside), a planned fine partition is overwritten before `recover`, which rolls the period back (the files taken
+    given back) instead of showing the old rows again."""
     root = data_dir / "ko"
     table = make_table(spark, database, "ko", root, partitions=FLAT, files=2, rows=10)
     rows = sorted(tuple(r) for r in spark.table(table).collect())
@@ -443,7 +473,7 @@ def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
     policy["merge"]["older_than"] = "1000d"
     args = ["merge", "--table", table, "--skip-trash"]
     config = {"table_overrides": {table: policy}}
-    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@switched"}, config=config)
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041317') VALUES (800, 'new', 0)")
 
@@ -454,6 +484,43 @@ def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
     assert view_rows(spark, f"{database}.ko_all") == expected
     assert partitions(spark, database, "ko__merged") == []
     assert hidden_dirs(data_dir) == [] and not any((data_dir / ".lakekeeper-ko" / "journal").iterdir())
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_a_journal_of_a_release_before_the_taking_aside_finishes_its_clearing_in_place(
+    spark, metastore, database, data_dir, tmp_path
+):
+    """A merge of the previous release, killed while clearing, had moved the first fine partition's files away for
+    good (`clearing` journaled, no `hold`): `recover` finishes that clearing file by file and rolls the period
+    forward, every row shown once. Taken for an overwrite, the period would be rolled back and its copy deleted."""
+    root = data_dir / "kl"
+    table = make_table(spark, database, "kl", root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "kl_all", "settle_seconds": 0}}
+    policy["merge"]["older_than"] = "1000d"
+    args = ["merge", "--table", table, "--skip-trash"]
+    config = {"table_overrides": {table: policy}}
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@clearing"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    (plan,) = (data_dir / ".lakekeeper-kl" / "journal").glob("*/00000.json")
+    record = json.loads(plan.read_text())
+    for unit in record["plan"]["units"]:  # as the previous release journaled it, clearing begun
+        del unit["details"]["hold"]
+        unit["details"] |= {"recheck": True, "clearing": True}
+    plan.write_text(json.dumps(record))
+    (plan.parent / ".00000.json.crc").unlink(missing_ok=True)
+    for file in data_files(root / "dt=2019041316"):  # what that release had already moved away (--skip-trash)
+        file.unlink()
+        (file.parent / f".{file.name}.crc").unlink()
+
+    messages = recover(spark, [(database, "kl")])
+
+    assert "dt=20190413" in messages[0] and "merged (rolled forward)" in messages[0], messages
+    assert view_rows(spark, f"{database}.kl_all") == rows
+    assert partitions(spark, database, "kl__merged") == ["dt=20190413"]
+    assert partitions(spark, database, "kl") == ["dt=2019041400", "dt=2024053123", "dt=latest"]
+    assert hidden_dirs(data_dir) == []
 
 
 @pytest.mark.slow

@@ -245,7 +245,7 @@ def _unit(
     texts["switched"] = union.switched(period.spec, [f.spec for f in period.fine])
     details = {"view": targets.view_sql, "texts": texts, "merged": list(targets.merged), "fine": fine}
     details |= {"skip_trash": skip, "settle": settle, "files": period.files, "bytes": period.bytes}
-    details["recheck"] = True  # journals `clearing` before moving a planned file (`protocol/merge.py`: `_clear`)
+    details["hold"] = True  # takes the planned files aside before any goes (`protocol/merge_clear.py`)
     return UnitRecord(period.partition, period.spec, live, sibling(live, "merge", run_id), "", [], details=details)
 
 

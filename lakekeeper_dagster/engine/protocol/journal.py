@@ -29,6 +29,7 @@ from lakekeeper_dagster.engine.statuses import Operation, RunKind, RunStep, Unit
 from spark_resources.py4j import is_java_error
 
 HIDDEN_PREFIX = ".lk-"
+HELD_ROLE = "held"  # a merge's taken fine-partition files, beside their directory (`protocol/merge_clear.py`)
 RECORD_WRITTEN_POINT = "record_written"  # fault point: a record's temporary file is written, not yet renamed
 
 log = logging.getLogger(__name__)
@@ -186,8 +187,9 @@ class Journal:
         return [u for u in self.units if u.state == UnitState.COMMITTED]
 
     def paths(self) -> set[str]:
-        """Every hidden directory this run may have created."""
-        return {p.rstrip("/") for u in self.units for p in (u.incoming, u.retired)}
+        """Every hidden directory this run may have created (a merge's held files beside each fine partition too)."""
+        held = {sibling(f["location"], HELD_ROLE, self.run_id) for u in self.units for f in u.details.get("fine", ())}
+        return {p.rstrip("/") for u in self.units for p in (u.incoming, u.retired)} | held
 
     @classmethod
     def load(cls, storage: Storage, directory: str) -> Journal:

@@ -4,12 +4,14 @@ A period's unit (`live`: the merged partition's directory, `incoming`: the verif
 view, its three texts, the merged table and the planned fine partitions with their files) goes WRITTEN ->
 PENDING (view: the merged side hides the period; readers see no change) -> REGISTERED (the copy renamed into place
 and registered) -> SWITCHED (view: the period read from the merged table, its planned fine partitions hidden from
-the source side; one metastore call) -> CLEARED (the planned files moved away; a fine partition holding nothing
-else unregistered too) -> MERGED (view unfiltered again). After each view change that precedes a data change the
-run pauses `settle` seconds, so a query that read the view just before has listed its partitions.
+the source side; one metastore call) -> CLEARED (the planned files taken aside, then moved away; a fine partition
+holding nothing else unregistered too: `protocol/merge_clear.py`) -> MERGED (view unfiltered again). After each
+view change that precedes a data change the run pauses `settle` seconds, so a query that read the view just before
+has listed its partitions.
 
 Recovery rolls a unit back before SWITCHED (view pending, merged partition unregistered, the copy removed, view
-unfiltered) and forward from SWITCHED (the same steps again: each is idempotent). At every step the view shows each
+unfiltered) and forward from SWITCHED (the same steps again: each is idempotent; a fine partition replaced since
+the copy, found while the files are taken, still rolls it back). At every step the view shows each
 row exactly once.
 """
 
@@ -18,9 +20,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from lakekeeper_dagster.engine.errors import OperationError, StorageError, UnitFailure
+from lakekeeper_dagster.engine.errors import StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.locations import child, is_hidden, split_location
+from lakekeeper_dagster.engine.fs.locations import is_hidden, split_location
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import (
     list_partitions,
@@ -28,12 +30,10 @@ from lakekeeper_dagster.engine.hive.catalog import (
     read_table,
     unregister_partition,
 )
-from lakekeeper_dagster.engine.hive.model import TableInfo, Unit, partition_clause, sql_string
-from lakekeeper_dagster.engine.hive.placement import taken_directories
-from lakekeeper_dagster.engine.plan.retention import shares_location
+from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause, sql_string
 from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
-from lakekeeper_dagster.engine.protocol.writers import find_writers
+from lakekeeper_dagster.engine.protocol.merge_clear import clear_in_place, drop_taken, take_planned_files
 from lakekeeper_dagster.engine.statuses import TERMINAL, Recovery, RunStep, UnitState
 
 if TYPE_CHECKING:
@@ -67,126 +67,28 @@ def _register(spark: SparkSession, storage: Storage, journal: Journal, i: int) -
     kill_point(UnitState.REGISTERED)
 
 
-def _remove(storage: Storage, location: str, skip_trash: bool) -> None:
-    if skip_trash:
-        storage.delete(location)
-    elif not storage.move_to_trash(location):
-        raise OperationError(f"{location} could not be moved to the Trash; configure fs.trash.interval, then `recover`")
-
-
-def _is_marker(name: str, names: list[str]) -> bool:
-    """A finished job's `_SUCCESS`, or a checksum of a marker or of a file no longer there (local filesystems)."""
-    if name.startswith(".") and name.endswith(".crc"):
-        return name[1:-4] not in names or _is_marker(name[1:-4], names)
-    return name == "_SUCCESS"
-
-
-def _leftovers(storage: Storage, location: str) -> list[str]:
-    """Everything in a directory but markers: files (data or a writer's hidden ones) and subdirectories."""
-    names = storage.list_names(location, directories=False)
-    return [n for n in names if not _is_marker(n, names)] + storage.list_names(location, directories=True)
-
-
-def _remove_empty(storage: Storage, location: str) -> bool:
-    """Delete a directory holding only markers, not recursively: a file that lands at the last moment makes it fail
-    (False), not vanish."""
-    names = storage.list_names(location, directories=False)
-    for name in names:
-        if _is_marker(name, names):
-            storage.delete(child(location, name), recursive=False)
-    return storage.delete_empty_dir(location)
-
-
-def _clear_fine(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, used: list[str], skip: bool) -> str:
-    """Move a planned fine partition's files away, each on its own and only while it is still the planned file (size
-    and modification time read right before its move); then, when nothing else is left in it (a writer's newer files,
-    one at work: a subdirectory such as `_temporary`, an in-progress file) and it is still the partition planned on,
-    unregister it and remove its directory (not recursively; unless shared or outside the table's). A file a writer
-    adds at any moment stays, registered. A directory another table's data lives in (checked right before,
-    `taken_directories`) keeps every file."""
-    location, planned = fine["location"], fine["files"]
-    if not storage.exists(location):
-        return f"{fine['partition']}: already gone"
-    now = partition_identity(spark, info, fine["spec"])
-    taken = taken_directories(spark, storage, info, [Unit(fine["spec"], location)]).get(fine["partition"])
-    entries = storage.list_entries(location)
-    ours = [f for f in entries.files if planned.get(f.name) == [f.size, f.modification_time]]
-    if taken:  # another table reads these files: unregistered (the merged copy shows them), files left in place
-        others = [f.name for f in entries.files if f not in ours] + entries.directories
-        if others:
-            raise OperationError(
-                f"{fine['partition']} holds another table's data ({taken}) and files written since the copy "
-                f"({others[0]}): neither can be moved away nor kept registered without showing rows twice; move one "
-                "of them elsewhere, then run `lakekeeper-dagster recover`"
-            )
-        if now is not None and now == fine["identity"]:
-            unregister_partition(spark, info, fine["spec"])
-        return f"{fine['partition']}: unregistered; its files left in place: another table's data ({taken})"
-    kill_point("clearing")
-    moved = 0
-    for f in ours:
-        still = storage.stat(f.path)
-        if still is not None and [still.size, still.modification_time] == planned[f.name]:
-            _remove(storage, f.path, skip)
-            checksum = child(location, f".{f.name}.crc")  # local filesystems: not always moved with the file
-            if storage.exists(checksum):
-                _remove(storage, checksum, skip)
-            moved += 1
-    others = _leftovers(storage, location)  # a writer's newer files, `_temporary`, in-progress files
-    others += [w.path for w in find_writers(storage, info.location or "", location)]
-    stays = f"{fine['partition']}: its {moved} merged file(s) moved away; it stays"
-    if others or (now is not None and now != fine["identity"]):
-        return f"{stays} with {len(others)} other(s)" if others else f"{stays}: it was re-created meanwhile"
-    # its directory goes too (before the entry) when it lies inside the table's and no other partition uses it
-    table = storage.qualify(info.location or "").rstrip("/")
-    inside = location.startswith(table + "/") and not any(shares_location(location, other) for other in used)
-    if inside and not _remove_empty(storage, location):
-        return f"{stays}: a file arrived as its directory was removed"
-    now = partition_identity(spark, info, fine["spec"])  # read again: re-added meanwhile, it is someone else's
-    if now is not None and now != fine["identity"]:
-        return f"{stays}: it was re-created meanwhile"
-    if now is not None:
-        unregister_partition(spark, info, fine["spec"])
-    if inside:
-        return f"{fine['partition']}: dropped"
-    return f"{fine['partition']}: its {moved} merged file(s) moved away; unregistered, its directory left in place"
-
-
-def replaced_since_copied(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> str | None:
-    """What replaced a planned fine partition's data since the copy, or None: the partition dropped, moved or
-    re-created, a planned file gone or rewritten (an `INSERT OVERWRITE`). Files added beside the planned ones are
-    not: they stay registered, shown once the view is unfiltered again."""
-    for fine in unit.details["fine"]:
-        now = partition_identity(spark, info, fine["spec"])
-        if now is None or list(now) != list(fine["identity"]):
-            return f"{fine['partition']} was dropped, moved or re-created"
-        try:
-            files = {f.name: [f.size, f.modification_time] for f in storage.list_entries(fine["location"]).files}
-        except StorageError:
-            return f"the directory of {fine['partition']} is gone"
-        gone = [name for name, planned in fine["files"].items() if files.get(name) != list(planned)]
-        if gone:
-            return f"{fine['partition']}'s file {gone[0]} was removed or rewritten (an overwrite)"
-    return None
-
-
 def _clear(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
-    """Move the planned fine partitions' files away. Before the first one moves (journaled `clearing`), they are
-    checked once more: a partition overwritten (or dropped, moved) since the copy would have its old rows shown
-    again from the merged copy beside its new ones, so the period is rolled back instead (a UnitFailure), as the
-    switched view still allows: the merged side hidden, the source's partitions whole."""
+    """Step 5 (`protocol/merge_clear.py`): every planned file taken aside (journaled `held`), then each fine
+    partition dropped. One overwritten (or dropped, moved) since the copy, found before or while its files are taken,
+    would have its old rows shown again from the merged copy beside its new ones: the others get their files back and
+    the period is rolled back instead (a UnitFailure), as the switched view still allows."""
     unit = journal.units[i]
-    # A journal of a release before this check (no `recheck`) may have moved files without a `clearing` record.
-    if unit.details.get("recheck") and not unit.details.get("clearing"):
-        replaced = replaced_since_copied(spark, storage, info, unit)
+    # A journal of a release before the taking that began clearing (`clearing`, or no recheck at all) ends in place.
+    taking = unit.details.get("hold") or (unit.details.get("recheck") and not unit.details.get("clearing"))
+    if taking and not unit.details.get("held"):
+        shared, replaced = take_planned_files(spark, storage, info, unit, journal.run_id)
         if replaced:
             roll_back(spark, storage, journal, i)
             raise UnitFailure(f"{replaced} after the switch; this period's merge is undone, the source unchanged")
-        journal.record(storage, UnitState.SWITCHED, i, clearing=True)
+        journal.record(storage, UnitState.SWITCHED, i, held=True, shared=shared)
     planned = {f["partition"] for f in unit.details["fine"]}
     used = [u.location for u in list_partitions(spark, info) if u.partition not in planned]
     journal.fence(f"clearing the fine partitions of {unit.partition}")
-    done = [_clear_fine(spark, storage, info, f, used, unit.details["skip_trash"]) for f in unit.details["fine"]]
+    skip = unit.details["skip_trash"]
+    if taking:
+        done = [drop_taken(spark, storage, info, f, used, skip, unit, journal.run_id) for f in unit.details["fine"]]
+    else:
+        done = [clear_in_place(spark, storage, info, f, used, skip) for f in unit.details["fine"]]
     spark.catalog.refreshTable(info.sql_name)
     journal.record(storage, UnitState.CLEARED, i)
     kill_point(UnitState.CLEARED)
@@ -250,7 +152,7 @@ def copy_listing(storage: Storage, location: str) -> dict:
 
 
 def roll_back(spark: SparkSession, storage: Storage, journal: Journal, i: int) -> None:
-    """Undo a period before SWITCHED, or after it while no planned file was moved (`_clear`): the merged side hides
+    """Undo a period before SWITCHED, or after it while every planned file is in place (`_clear`): the merged side hides
     it, its partition and copy go (the merged partition's directory only when it holds exactly the copy the journal
     recorded), the view unfiltered."""
     unit, left = journal.units[i], ""
