@@ -8,7 +8,9 @@ after a rollback retired the compacted copy; a retention run's partition: `dropp
 `unregistered` (its metastore entry removed, data kept), `dropped` (its directory moved away);
 a merge run's period (`protocol/merge.py`): `written` (its copy verified), `pending`, `registered`, `switched`,
 `cleared`, `merged`; `clearing`: a planned fine partition checked, before its planned files are taken aside;
-`held`: a fine partition's planned files taken aside, before the next partition is checked;
+`held`: a fine partition's planned files taken aside, before the next partition is checked; `undoing`: a replaced
+fine partition found and the period's undoing journaled, before any taken file goes back; `dropped`: a fine
+partition's directory removed, before it is unregistered;
 `record_written:<step>` between writing a
 journal record's temporary file and renaming it into place;
 `lease_judged_stale` between judging a lease stale and claiming its takeover). Recovery passes the same points, so
@@ -55,7 +57,7 @@ def kill_point(point: str) -> None:
             print(f"lakekeeper fault: sleeping at {point}", file=sys.stderr, flush=True)
             time.sleep(float(fault.rsplit(":", 1)[1]))
         if fault.startswith(f"pause@{point}:"):
-            release = fault.split(":", 1)[1]
+            release = fault[len(f"pause@{point}:") :]
             print(f"lakekeeper fault: pausing at {point} until {release} exists", file=sys.stderr, flush=True)
             deadline = time.monotonic() + PAUSE_AT_MOST_SECONDS
             while not os.path.exists(release) and time.monotonic() < deadline:

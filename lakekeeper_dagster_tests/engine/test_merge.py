@@ -301,31 +301,42 @@ def test_a_file_written_while_a_fine_partition_is_cleared_stays_visible(spark, d
     assert partitions(spark, database, "wl__merged") == ["dt=20190413", "dt=20190414"]
 
 
+@pytest.mark.parametrize("overwritten", ["the next", "both"])
 def test_a_fine_partition_overwritten_after_another_was_taken_aside_undoes_the_period(
-    spark, database, data_dir, monkeypatch
+    spark, database, data_dir, monkeypatch, overwritten
 ):
     """Issue 38 item 2, the rest: an `INSERT OVERWRITE` of the second planned fine partition lands after the first
-    one's files were taken aside. The first gets its files back, byte for byte, and the period is rolled back: the
-    view shows exactly what the overwrite left (never the merged copy's old rows beside it); nothing is left hidden."""
+    one's files were taken aside. The period is rolled back: the view shows exactly what the overwrite left, never the
+    merged copy's old rows beside it. The first gets its files back, byte for byte; overwritten too (`both`: an
+    overwrite and an append cannot be told apart there), it keeps the overwrite's rows and its taken files wait
+    aside, named, rather than show again."""
     root = data_dir / "wt"
     table = make_table(spark, database, "wt", root, partitions=FLAT[:3], files=2, rows=5)
     policy = TablePolicies(partition_time={"dt": "%Y%m%d%H"}, merge={**FLAT_MERGE, "view": "wt_all"})
     merge_table(spark, database, "wt", policy, "365000d", skip_trash=True, now=NOW)  # creates the view
     rows = view_rows(spark, f"{database}.wt_all")
     first = {f.name: f.read_bytes() for f in data_files(root / "dt=2019041316")}
+    hours = ["2019041317"] if overwritten == "the next" else ["2019041316", "2019041317"]
 
     def overwrite() -> None:  # dt=2019041316's files taken aside, dt=2019041317 not yet checked
         assert [p.name for p in root.glob(".lk-held-*")] and not data_files(root / "dt=2019041316")
-        spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041317') VALUES (700, 'new', 0)")
+        for hour in hours:
+            spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='{hour}') VALUES (700, 'new', 0)")
 
     outcome = merge_paused_at("held", overwrite, spark, database, "wt", policy, monkeypatch, data_dir.parent)
 
     assert outcome.merged == ["dt=20190414"] and "dt=2019041317's file" in outcome.failed["dt=20190413"], outcome
-    expected = sorted([r for r in rows if r[3] != "2019041317"] + [(700, "new", 0, "2019041317")])
+    expected = sorted([r for r in rows if r[3] not in hours] + [(700, "new", 0, hour) for hour in hours])
     assert view_rows(spark, f"{database}.wt_all") == expected
-    assert {f.name: f.read_bytes() for f in data_files(root / "dt=2019041316")} == first
     assert partitions(spark, database, "wt") == ["dt=2019041316", "dt=2019041317"]
-    assert partitions(spark, database, "wt__merged") == ["dt=20190414"] and hidden_dirs(data_dir) == []
+    assert partitions(spark, database, "wt__merged") == ["dt=20190414"]
+    if overwritten == "the next":
+        assert {f.name: f.read_bytes() for f in data_files(root / "dt=2019041316")} == first
+        assert hidden_dirs(data_dir) == []
+    else:
+        (aside,) = root.glob(".lk-held-*-dt=2019041316")
+        assert {f.name: f.read_bytes() for f in data_files(aside)} == first
+        assert f"left aside, compare them with the partitions: file:{aside} (" in outcome.failed["dt=20190413"]
 
 
 def test_a_fine_partition_changed_after_the_copy_undoes_the_period_before_the_switch(
@@ -426,7 +437,7 @@ def test_a_time_column_that_is_not_a_string_is_refused(spark, database, data_dir
     assert partitions(spark, database, "num") == ["dt=2019041316"] and len(spark.catalog.listTables(database)) == 1
 
 
-KILL_POINTS = ["written", "pending", "registered", "record_written:switched", "switched", "held", "cleared"]
+KILL_POINTS = ["written", "pending", "registered", "record_written:switched", "switched", "held", "dropped", "cleared"]
 
 
 @pytest.mark.crash
@@ -445,7 +456,7 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
     crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     messages = recover(spark, [(database, "km")])
-    forward = point in ("switched", "held", "cleared")
+    forward = point in ("switched", "held", "dropped", "cleared")
     assert ("rolled forward" if forward else "rolled back") in messages[0], messages
     assert view_rows(spark, f"{database}.km_all") == rows
     assert hidden_dirs(data_dir) == [] and not any((data_dir / ".lakekeeper-km" / "journal").iterdir())
@@ -484,6 +495,40 @@ def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
     assert view_rows(spark, f"{database}.ko_all") == expected
     assert partitions(spark, database, "ko__merged") == []
     assert hidden_dirs(data_dir) == [] and not any((data_dir / ".lakekeeper-ko" / "journal").iterdir())
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_a_merge_killed_as_it_undoes_a_period_is_undone_by_recover(spark, metastore, database, data_dir, tmp_path):
+    """Review of issue 38: the run found a fine partition overwritten after another's files were taken aside, and
+    journaled that it undoes the period (`undoing`); killed right there, before any file went back. `recover` gives
+    the files back and rolls the period back, never taking them again: the view shows what the overwrite left."""
+    root = data_dir / "ku"
+    table = make_table(spark, database, "ku", root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    first = {f.name: f.read_bytes() for f in data_files(root / "dt=2019041316")}
+    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "ku_all", "settle_seconds": 0}}
+    policy["merge"]["older_than"] = "1000d"
+    release = tmp_path / "release"
+    fault = {"LAKEKEEPER_FAULT": f"pause@held:{release};kill@undoing"}
+    args = ["merge", "--table", table, "--skip-trash"]
+    running = run_cli(args, tmp_path, metastore.uri, fault, wait=False, config={"table_overrides": {table: policy}})
+    for line in running.stderr:
+        if "pausing at held" in line:  # dt=2019041316's files taken aside: overwrite the next one
+            spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041317') VALUES (800, 'new', 0)")
+            release.touch()
+            break
+    running.communicate(timeout=300)
+    assert running.returncode == -signal.SIGKILL
+    assert list(root.glob(".lk-held-*-dt=2019041316"))  # killed before giving back
+
+    first_message, _ = recover(spark, [(database, "ku")])
+
+    assert "dt=2019041317's file" in first_message and "rolled back" in first_message, first_message
+    expected = sorted([r for r in rows if r[3] != "2019041317"] + [(800, "new", 0, "2019041317")])
+    assert view_rows(spark, f"{database}.ku_all") == expected
+    assert {f.name: f.read_bytes() for f in data_files(root / "dt=2019041316")} == first
+    assert partitions(spark, database, "ku__merged") == [] and hidden_dirs(data_dir) == []
 
 
 @pytest.mark.crash

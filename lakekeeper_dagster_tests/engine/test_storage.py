@@ -77,7 +77,8 @@ def test_rename_strict_refuses_to_nest(storage, tmp_path):
 
 
 def test_replace_file_puts_a_file_in_place_of_another_in_one_rename(storage, tmp_path):
-    """`failures.json` is replaced so (never deleted first: a reader in between would find no counts)."""
+    """`failures.json` is replaced so: onto the old file, which HDFS's NameNode does atomically (a local filesystem
+    deletes, then renames, inside the call); a source that is gone is a StorageError naming both."""
     old, new = (tmp_path / "counts.json").as_uri(), (tmp_path / "counts.json.tmp-1").as_uri()
     storage.write_text(old, "old")
     storage.write_text(new, "new")

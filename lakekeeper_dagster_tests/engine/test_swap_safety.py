@@ -44,9 +44,11 @@ def run_paused_at_retiring(spark, database, table, monkeypatch, writer, point: s
     releases = Path(tempfile.mkdtemp(prefix="lk-pause-"))
     pause = Pause(point, releases)
 
+    ended = threading.Event()
+
     def act() -> None:
         try:
-            if pause.reached.wait(300):
+            if pause.reached.wait(300) and not ended.is_set():
                 writer()
         finally:
             pause.release()
@@ -59,6 +61,7 @@ def run_paused_at_retiring(spark, database, table, monkeypatch, writer, point: s
         try:
             results = compact_table(spark, database, table, OPTIONS)
         finally:
+            ended.set()  # a run that ended without pausing: the writer never acts
             pause.reached.set()
             thread.join()
             shutil.rmtree(releases)

@@ -33,7 +33,7 @@ from lakekeeper_dagster.engine.hive.catalog import (
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause, sql_string
 from lakekeeper_dagster.engine.protocol.history import record_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
-from lakekeeper_dagster.engine.protocol.merge_clear import clear_in_place, drop_taken, take_planned_files
+from lakekeeper_dagster.engine.protocol.merge_clear import clear_in_place, drop_taken, give_back, take_planned_files
 from lakekeeper_dagster.engine.statuses import TERMINAL, Recovery, RunStep, UnitState
 
 if TYPE_CHECKING:
@@ -76,11 +76,15 @@ def _clear(spark: SparkSession, storage: Storage, info: TableInfo, journal: Jour
     # A journal of a release before the taking that began clearing (`clearing`, or no recheck at all) ends in place.
     taking = unit.details.get("hold") or (unit.details.get("recheck") and not unit.details.get("clearing"))
     if taking and not unit.details.get("held"):
-        shared, replaced = take_planned_files(spark, storage, info, unit, journal.run_id)
+        replaced = unit.details.get("undoing") or take_planned_files(spark, storage, info, journal, i)
         if replaced:
+            journal.fence(f"giving back the planned files of {unit.partition}")
+            left = give_back(spark, storage, info, unit, journal.run_id)
             roll_back(spark, storage, journal, i)
-            raise UnitFailure(f"{replaced} after the switch; this period's merge is undone, the source unchanged")
-        journal.record(storage, UnitState.SWITCHED, i, held=True, shared=shared)
+            aside = f"; left aside, compare them with the partitions: {', '.join(left)}" if left else ""
+            raise UnitFailure(
+                f"{replaced} after the switch; this period's merge is undone, the source unchanged{aside}"
+            )
     planned = {f["partition"] for f in unit.details["fine"]}
     used = [u.location for u in list_partitions(spark, info) if u.partition not in planned]
     journal.fence(f"clearing the fine partitions of {unit.partition}")
@@ -152,7 +156,7 @@ def copy_listing(storage: Storage, location: str) -> dict:
 
 
 def roll_back(spark: SparkSession, storage: Storage, journal: Journal, i: int) -> None:
-    """Undo a period before SWITCHED, or after it while every planned file is in place (`_clear`): the merged side hides
+    """Undo a period before SWITCHED, or after it once its taken files are given back (`_clear`): the merged side hides
     it, its partition and copy go (the merged partition's directory only when it holds exactly the copy the journal
     recorded), the view unfiltered."""
     unit, left = journal.units[i], ""

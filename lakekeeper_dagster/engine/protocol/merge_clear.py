@@ -17,6 +17,7 @@ file by file, moved away from the partition directory (`clear_in_place`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError
@@ -27,8 +28,9 @@ from lakekeeper_dagster.engine.hive.catalog import partition_identity, unregiste
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import taken_directories
 from lakekeeper_dagster.engine.plan.retention import shares_location
-from lakekeeper_dagster.engine.protocol.journal import HELD_ROLE, UnitRecord, sibling
+from lakekeeper_dagster.engine.protocol.journal import HELD_ROLE, Journal, UnitRecord, sibling
 from lakekeeper_dagster.engine.protocol.writers import find_writers
+from lakekeeper_dagster.engine.statuses import UnitState
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,31 +84,64 @@ def _replaced_since_copied(spark: SparkSession, storage: Storage, info: TableInf
     return None
 
 
+def _stat_of(storage: Storage, location: str) -> list[int] | None:
+    found = storage.stat(location)
+    return None if found is None else [found.size, found.modification_time]
+
+
 def _take(storage: Storage, fine: dict, held: str) -> str | None:
-    """Rename the planned files still in place into `held`, each right after checking it is still the planned file;
-    what changed when one is not (the partition is then taken for replaced), else None."""
+    """Rename the planned files still in place into `held`, each right after checking it is still the planned file
+    (and checked again once moved: a writer's file renamed in the instant between goes back); what changed when one
+    is not (the partition is then replaced), else None. A rename the filesystem refuses while the file is still the
+    planned one is an error (the run fails; `recover` takes again), not a change."""
     storage.mkdirs(held)
+    replaced = f"{fine['partition']}'s file {{}} was removed or rewritten (an overwrite) as it was taken"
     for name, planned in fine["files"].items():
-        if storage.stat(child(held, name)) is not None:
+        source, target = child(fine["location"], name), child(held, name)
+        if _stat_of(storage, target) is not None:
             continue  # taken before a crash
-        source = child(fine["location"], name)
-        still = storage.stat(source)
-        if still is not None and [still.size, still.modification_time] == list(planned):
-            try:
-                storage.rename_strict(source, child(held, name))
-                continue
-            except StorageError:  # gone between the check and the rename
-                pass
-        return f"{fine['partition']}'s file {name} was removed or rewritten (an overwrite) as it was taken"
+        if _stat_of(storage, source) != list(planned):
+            return replaced.format(name)
+        try:
+            storage.rename_strict(source, target)
+        except StorageError:
+            if _stat_of(storage, target) is None:
+                if _stat_of(storage, source) == list(planned):
+                    raise
+                return replaced.format(name)
+        if _stat_of(storage, target) != list(planned):  # not the planned file: the writer's, back where it was
+            with contextlib.suppress(StorageError):
+                storage.rename_strict(target, source)
+            return replaced.format(name)
     return None
 
 
-def give_back(storage: Storage, fines: list[dict], run_id: str) -> list[str]:
-    """Put the files taken from `fines` back where they were (never over a file of that name: such a file stays
-    held); the held files that could not go back."""
+def _unchanged_since_taken(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, after: dict) -> bool:
+    """Whether a fine partition holds what it held when its planned files were taken (`after`), not counting the
+    planned files given back already: the same partition, no file added, rewritten or removed."""
+    now = partition_identity(spark, info, fine["spec"])
+    if now is None or list(now) != list(fine["identity"]):
+        return False
+    back = {name: list(v) for name, v in fine["files"].items()}
+    current = {name: v for name, v in _listing(storage, fine["location"]).items() if back.get(name) != v}
+    return current == {name: list(v) for name, v in after.items()}
+
+
+def give_back(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord, run_id: str) -> list[str]:
+    """Undo the taking (re-entrant): each fine partition still holding exactly what it held when its files were
+    taken gets them back under their names; one changed since (an overwrite or an append cannot be told apart
+    there), or the one found replaced while it was taken, keeps them aside, named. What was left aside."""
     left = []
-    for fine in fines:
+    for fine in unit.details["fine"]:
         held = held_location(fine, run_id)
+        if not storage.list_names(held, directories=False):
+            if storage.exists(held):
+                storage.delete_empty_dir(held)
+            continue
+        after = unit.details.get("after_take", {}).get(fine["partition"])
+        if after is None or not _unchanged_since_taken(spark, storage, info, fine, after):
+            left.append(f"{held} (the planned files of {fine['partition']}, which changed after they were taken)")
+            continue
         for name in storage.list_names(held, directories=False):
             try:
                 storage.rename_strict(child(held, name), child(fine["location"], name))
@@ -117,32 +152,33 @@ def give_back(storage: Storage, fines: list[dict], run_id: str) -> list[str]:
     return left
 
 
-def take_planned_files(
-    spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord, run_id: str
-) -> tuple[dict, str]:
-    """The taking half: ({partition: the other table whose data is in its directory}, "") once every planned file
-    is taken; on a partition replaced since the copy, the others' files given back and ({}, why), the caller then
-    rolling the period back. Partitions holding another table's data keep their files in place."""
+def take_planned_files(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> str:
+    """The taking half (re-entrant): "" once every planned file is taken (journaled `held`, with the partitions
+    holding another table's data, whose files stay in place); else why a fine partition was replaced since the copy,
+    journaled `undoing` before anything is given back (`give_back`; the caller rolls the period back). What each
+    partition holds once its files are taken is journaled (`after_take`): `give_back` returns files only to a
+    partition still holding exactly that."""
+    unit = journal.units[i]
     fines = unit.details["fine"]
     shared = taken_directories(spark, storage, info, [Unit(f["spec"], f["location"]) for f in fines])
-    for k, fine in enumerate(fines):
-        if fine["partition"] in shared:
-            continue
-        held = held_location(fine, run_id)
+    after_take = dict(unit.details.get("after_take", {}))
+    for fine in fines:
+        held = held_location(fine, journal.run_id)
         replaced = _replaced_since_copied(spark, storage, info, fine, held)
-        if replaced is None:
+        if replaced is None and fine["partition"] not in shared and fine["partition"] not in after_take:
             kill_point("clearing")
+            journal.fence(f"taking the planned files of {fine['partition']}")
             replaced = _take(storage, fine, held)
+            if replaced is None:
+                after_take[fine["partition"]] = _listing(storage, fine["location"])
+                journal.record(storage, UnitState.SWITCHED, i, after_take=after_take)
+                kill_point("held")
         if replaced:
-            left = give_back(storage, fines[:k] + fines[k + 1 :], run_id)
-            if storage.list_names(held, directories=False):
-                left.append(f"{held} (taken from {fine['partition']} before it changed)")
-            elif storage.exists(held):
-                storage.delete_empty_dir(held)
-            aside = f"; left aside, compare them with the partitions: {', '.join(left)}" if left else ""
-            return {}, f"{replaced}{aside}"
-        kill_point("held")
-    return shared, ""
+            journal.record(storage, UnitState.SWITCHED, i, undoing=replaced)
+            kill_point("undoing")
+            return replaced
+    journal.record(storage, UnitState.SWITCHED, i, held=True, shared=shared)
+    return ""
 
 
 def drop_taken(
@@ -162,13 +198,27 @@ def drop_taken(
     location, held = fine["location"], held_location(fine, run_id)
     taken = unit.details["shared"].get(fine["partition"])
     if taken and storage.exists(location):
-        return _unregister_shared(spark, storage, info, fine, taken)
-    moved = len(_listing(storage, held))
+        outcome = _unregister_shared(spark, storage, info, fine, taken)
+        if storage.list_names(held, directories=False):  # taken before another table came to read the directory
+            return f"{outcome}; its planned files, taken before that, wait in {held}"
+        return outcome
+    moved = len(_listing(storage, held))  # only planned files: `_take` checks each once it is moved
     stays = f"{fine['partition']}: its {moved} merged file(s) moved away; it stays"
-    outcome = _drop_directory(spark, storage, info, fine, used, stays) if storage.exists(location) else ""
+    exists = storage.exists(location)
+    outcome = _drop_directory(spark, storage, info, fine, used, stays) if exists else _gone(spark, info, fine)
     if storage.exists(held):
         _remove(storage, held, skip)
-    return outcome or f"{fine['partition']}: already gone"
+    return outcome
+
+
+def _gone(spark: SparkSession, info: TableInfo, fine: dict) -> str:
+    """A fine partition whose directory is gone: unregistered when it is still the partition planned on (its
+    directory was removed right before a crash, `dropped`)."""
+    now = partition_identity(spark, info, fine["spec"])
+    if now is not None and list(now) == list(fine["identity"]):
+        unregister_partition(spark, info, fine["spec"])
+        return f"{fine['partition']}: dropped"
+    return f"{fine['partition']}: already gone"
 
 
 def _drop_directory(
@@ -185,6 +235,7 @@ def _drop_directory(
     inside = location.startswith(table + "/") and not any(shares_location(location, other) for other in used)
     if inside and not _remove_empty(storage, location):
         return f"{stays}: a file arrived as its directory was removed"
+    kill_point("dropped")
     now = partition_identity(spark, info, fine["spec"])  # read again: re-added meanwhile, it is someone else's
     if now is not None and now != fine["identity"]:
         return f"{stays}: it was re-created meanwhile"
@@ -220,7 +271,7 @@ def clear_in_place(
     still the planned file; then its directory and entry as in the dropping half."""
     location, planned = fine["location"], fine["files"]
     if not storage.exists(location):
-        return f"{fine['partition']}: already gone"
+        return _gone(spark, info, fine)
     taken = taken_directories(spark, storage, info, [Unit(fine["spec"], location)]).get(fine["partition"])
     if taken:
         return _unregister_shared(spark, storage, info, fine, taken)

@@ -263,7 +263,11 @@ def finish_swap(
     if recovering and not installing and _replaced_since_installed(storage, unit):
         # installed before the crash, overwritten since: files that arrived before the swap would bring back rows
         # the overwrite replaced. They stay with the originals (the backup's cleanup keeps that directory).
-        log.warning("%s was rewritten since its swap; files that arrived before it stay in %s", live, retired)
+        log.warning(
+            "%s was rewritten since its swap's install; the late files it would have carried back stay in %s",
+            live,
+            retired,
+        )
         return carried
     carried += _move_data_files(storage, retired, live, skip=set(unit.known))
     return carried
