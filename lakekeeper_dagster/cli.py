@@ -17,6 +17,7 @@ from lakekeeper_dagster.cli_history import add_history_parser, recorded_run
 from lakekeeper_dagster.cli_merge import add_partition_parsers
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.cli_resume import add_resume_parser
+from lakekeeper_dagster.cli_session import open_spark
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.demo_tables import create_demo_tables
@@ -32,11 +33,9 @@ from lakekeeper_dagster.engine.plan.report import render_report
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 from lakekeeper_dagster.engine.protocol.recovery import recover
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from spark_resources.errors import MetastoreError, ResourceError
-from spark_resources.kerberos import check_credentials
-from spark_resources.metastore import MetastoreServer, parse_thrift_uri, port_is_open
+from spark_resources.errors import ResourceError
+from spark_resources.metastore import MetastoreServer
 from spark_resources.py4j import java_cause
-from spark_resources.session import start_spark_session
 
 USER_ERRORS = (LakekeeperError, ResourceError)  # the engine's and the resource layer's: a message, not a traceback
 # Exit 2: the run could not start as asked (flags, config, a missing database/table/partition, metastore or Kerberos
@@ -55,17 +54,6 @@ NAME_FLAGS = {
 
 def metastore_server(config: LakekeeperConfig) -> MetastoreServer:
     return MetastoreServer(home=Path(config.metastore.home) / "metastore", uri=config.metastore.uri)
-
-
-def open_spark(config: LakekeeperConfig):
-    """Spark session for the CLI, after checking the metastore answers (a clear error instead of retries)."""
-    check_credentials(config.spark_submit.principal, config.spark_submit.keytab)
-    if not any(port_is_open(*parse_thrift_uri(uri)) for uri in config.metastore.uri.split(",")):
-        raise MetastoreError(
-            f"the Hive Metastore at {config.metastore.uri} is not reachable. Start the local one with "
-            "`lakekeeper-dagster metastore start`, or point metastore.uri / LAKEKEEPER_METASTORE_URI at yours."
-        )
-    return start_spark_session(config.spark_conf())
 
 
 def _table_args(parser: argparse.ArgumentParser) -> None:

@@ -86,21 +86,6 @@ def check_keytab(principal: str, keytab: str) -> None:
         )
 
 
-def check_credentials(principal: str | None, keytab: str | None) -> None:
-    """Before any JVM starts: neither a principal nor a keytab (no Kerberos), or both, with a keytab holding the
-    principal. Half a pair is refused: Spark would silently run without Kerberos."""
-    if not principal and not keytab:
-        return
-    if not principal or not keytab:
-        given, missing = ("keytab", "principal") if keytab else ("principal", "keytab")
-        raise KerberosError(
-            f"spark_submit.{given} is set but spark_submit.{missing} is not: the run would go on without Kerberos. "
-            f"Set spark_submit.{missing} too (or remove spark_submit.{given} on a cluster without Kerberos). "
-            "Nothing was done."
-        )
-    check_keytab(principal, keytab)
-
-
 # (substring of a MIT or Java Kerberos error, message) — first match wins; {p}, {k}, {c}, {realm} are filled in.
 _DIAGNOSES: list[tuple[tuple[str, ...], str]] = [
     (
@@ -347,3 +332,18 @@ class KerberosLogin:
         if self.cache_dir is not None:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
             self.cache_dir = None
+
+
+def login_for(principal: str | None, keytab: str | None, krb5_conf: str | None) -> KerberosLogin | None:
+    """The Kerberos login of a run (the Dagster resource's and the CLI's): None with neither a principal nor a
+    keytab (no Kerberos); half a pair is refused, since Spark would silently run without Kerberos."""
+    if not principal and not keytab:
+        return None
+    if not principal or not keytab:
+        given, missing = ("keytab", "principal") if keytab else ("principal", "keytab")
+        raise KerberosError(
+            f"spark_submit.{given} is set but spark_submit.{missing} is not: the run would go on without Kerberos. "
+            f"Set spark_submit.{missing} too (or the Dagster resource's `{missing}`, e.g. an EnvVar), or remove "
+            f"spark_submit.{given} on a cluster without Kerberos. Nothing was done."
+        )
+    return KerberosLogin(principal, keytab, krb5_conf)

@@ -10,10 +10,9 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
 from spark_resources.errors import MetastoreError
-from spark_resources.kerberos import KerberosError, KerberosLogin
-from spark_resources.kerberos_metastore import check_metastore
-from spark_resources.metastore import parse_thrift_uri, port_is_open
-from spark_resources.session import hive_spark_conf, running_session_conf, start_spark_session
+from spark_resources.hive_session import kerberized_conf, metastore_reachable, open_hive_session
+from spark_resources.kerberos import KerberosLogin, login_for
+from spark_resources.session import hive_spark_conf
 from spark_resources.settings import SparkSubmitSettings
 
 log = logging.getLogger(__name__)
@@ -48,28 +47,15 @@ class HiveSparkResource(LazyPySparkResource):
     def kerberos_login(self) -> KerberosLogin | None:
         """The run's Kerberos identity, or None when neither a principal nor a keytab is configured."""
         settings = self.settings()
-        principal = self.principal or settings.principal
-        keytab = self.keytab or settings.keytab
-        if not principal and not keytab:
-            return None
-        if not principal or not keytab:
-            missing = "principal" if not principal else "keytab"
-            raise KerberosError(
-                f"Kerberos needs both spark_submit.principal and spark_submit.keytab; {missing} is not set. "
-                f"Set it in the config file or as the resource's `{missing}` (e.g. a Dagster EnvVar)."
-            )
-        return KerberosLogin(principal, keytab, self.krb5_conf or settings.krb5_conf)
+        return login_for(
+            self.principal or settings.principal, self.keytab or settings.keytab, self.krb5_conf or settings.krb5_conf
+        )
 
     def full_conf(self) -> dict[str, str]:
         """The Spark conf this resource starts its session with."""
-        conf = hive_spark_conf(self.settings(), self.metastore_uri, self.warehouse_dir)
-        login = self.kerberos_login()
-        if login is not None:
-            for key, value in login.spark_conf().items():
-                if key.endswith("extraJavaOptions") and conf.get(key):
-                    conf[key] = f"{conf[key]} {value}"
-                elif key.startswith("spark.kerberos.") or key not in conf:
-                    conf[key] = value
+        conf = kerberized_conf(
+            hive_spark_conf(self.settings(), self.metastore_uri, self.warehouse_dir), self.kerberos_login()
+        )
         conf.update({k: str(v) for k, v in self.spark_config.items()})
         return conf
 
@@ -80,9 +66,9 @@ class HiveSparkResource(LazyPySparkResource):
         """Say in `run_log` (the run's own log) what the run waits for when the JVM starts."""
         self._run_log = run_log
 
-    def _start_session(self) -> Any:
-        """Start the JVM and the session, saying so in the run's log; a clear error when the metastore is down."""
-        if not any(port_is_open(*parse_thrift_uri(uri)) for uri in self.metastore_uri.split(",")):
+    def _start_session(self) -> None:
+        """Right before the JVM starts: a clear error when the metastore is down, else say so in the run's log."""
+        if not metastore_reachable(self.metastore_uri):
             raise MetastoreError(
                 f"the Hive Metastore at {self.metastore_uri} is not reachable, and this run needs it: start it "
                 "(`lakekeeper-dagster metastore start` for the local one) or fix metastore.uri / "
@@ -92,35 +78,15 @@ class HiveSparkResource(LazyPySparkResource):
             f"starting the Spark session (a JVM, master {self.settings().effective_master()}, metastore "
             f"{self.metastore_uri}): the first Spark call waits for it"
         )
-        return start_spark_session(self.full_conf())
 
     def _init_session(self) -> None:
         if self._spark_session is not None:
             return
         login = self.kerberos_login()
-        running = running_session_conf()
-        self._owns_session = running is None  # never stop at teardown a session someone else started
-        if login is None:
-            self._spark_session = self._start_session()
-            return
-        login.login()  # first: a credential problem is said as such, whatever else runs in this process
-        if running is not None:
-            login.check_running_session(running)
-        spark = None
-        try:
-            spark = self._start_session()
-            login.login_jvm(spark)
-            check_metastore(login, spark, self.metastore_uri)
-        except BaseException:
-            if spark is not None and self._owns_session:
-                spark.stop()
-            login.close()
-            raise
-        (self._run_log or log).info(
-            f"Kerberos: logged in as {login.principal} from keytab {login.keytab} (private credential cache), "
-            f"Kerberos configuration {login.krb5_conf_shown}"
-        )
-        self._spark_session, self._kerberos = spark, login
+        say = (self._run_log or log).info
+        opened = open_hive_session(self.full_conf(), self.metastore_uri, login, self._start_session, say)
+        self._spark_session, self._owns_session = opened
+        self._kerberos = login
 
     @property
     def spark_session(self) -> Any:

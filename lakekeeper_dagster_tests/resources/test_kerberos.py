@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 
 from lakekeeper_dagster_tests.resources.conftest import REALM, SERVICE
-from lakekeeper_dagster_tests.tables import REPO
+from lakekeeper_dagster_tests.tables import REPO, cli_spark_submit, run_cli
 from spark_resources.kerberos import keytab_principals
 from spark_resources.resource import HiveSparkResource
 
@@ -251,3 +251,46 @@ def test_kerberized_metastore_tables_renewal_expiry_and_refusal(kdc, kerberized_
 
     assert steps["teardown"] == {"ccache": f"FILE:{user_cache}", "private_cache_left": False}
     assert not user_cache.exists()
+
+
+# --- the command line: the same login as the resource ----------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("krb5_from", ["spark_submit.krb5_conf", "KRB5_CONFIG"])
+def test_the_cli_logs_in_as_the_resource_does(kdc, kerberized_metastore, tmp_path, krb5_from):
+    """Issue 39 item 1: `analyze` from a YAML config with spark_submit.principal and keytab, krb5.conf from the
+    config or from KRB5_CONFIG, against the Kerberized metastore. It failed with `Cannot locate KDC` and a message
+    blaming the table's permissions: the CLI checked the keytab and never logged in. A metastore whose service
+    principal is not the one asked for is named as a Kerberos handshake failure (exit 2), not a permission problem."""
+    name = "cli-" + krb5_from.rsplit(".", 1)[-1].lower().replace("_", "")
+    keytab = kdc.principal_with_keytab(name)
+    submit = {**cli_spark_submit(), "principal": f"{name}@{REALM}", "keytab": keytab}
+    env = {k: v for k, v in kdc.realm.env.items() if k != "KRB5_CONFIG"}
+    if krb5_from == "KRB5_CONFIG":
+        env["KRB5_CONFIG"] = kdc.krb5_conf
+    else:
+        submit["krb5_conf"] = kdc.krb5_conf
+    user_cache = tmp_path / "user_ccache"
+    env["KRB5CCNAME"] = f"FILE:{user_cache}"  # the user's own cache: never read or written
+
+    def analyze(service: str):
+        extra = {**submit.get("extra_conf", {}), "spark.hadoop.hive.metastore.kerberos.principal": service}
+        config = {"spark_submit": {**submit, "extra_conf": extra}}
+        args = ["analyze", "--table", "default.lk_absent"]
+        return run_cli(args, tmp_path, kerberized_metastore.uri, env, config=config)
+
+    done = analyze(SERVICE)  # the Kerberized metastore answers, as it answers only an authenticated client
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "table default.lk_absent does not exist in the metastore" in done.stderr
+    assert f"Kerberos: logged in as {name}@{REALM} from keytab {keytab}" in done.stderr
+    assert f"Kerberos configuration {kdc.krb5_conf} ({krb5_from})" in done.stderr
+    logins = [line for line in kdc.kdc_log().splitlines() if "AS_REQ" in line and f"{name}@{REALM} for" in line]
+    assert len([line for line in logins if "ISSUE" in line]) >= 2, logins  # kinit, then the driver's keytab login
+    assert not user_cache.exists()
+
+    kdc.principal_with_keytab(f"hive/{name}-other")  # known to the KDC; the metastore holds no key of it
+    refused = analyze(f"hive/{name}-other@{REALM}")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert f"the Kerberos handshake with the Hive Metastore at {kerberized_metastore.uri} failed" in refused.stderr
+    assert "permission" not in refused.stderr.lower()
