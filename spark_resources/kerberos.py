@@ -342,8 +342,8 @@ def login_for(principal: str | None, keytab: str | None, krb5_conf: str | None) 
     if not principal or not keytab:
         given, missing = ("keytab", "principal") if keytab else ("principal", "keytab")
         raise KerberosError(
-            f"spark_submit.{given} is set but spark_submit.{missing} is not: the run would go on without Kerberos. "
-            f"Set spark_submit.{missing} too (or the Dagster resource's `{missing}`, e.g. an EnvVar), or remove "
-            f"spark_submit.{given} on a cluster without Kerberos. Nothing was done."
+            f"a Kerberos {given} is set (spark_submit.{given}, or the Dagster resource's `{given}`) but no {missing}: "
+            f"the run would go on without Kerberos. Set spark_submit.{missing} too (or the resource's `{missing}`, "
+            f"e.g. an EnvVar), or remove the {given} on a cluster without Kerberos. Nothing was done."
         )
     return KerberosLogin(principal, keytab, krb5_conf)

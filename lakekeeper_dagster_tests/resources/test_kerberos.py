@@ -250,7 +250,7 @@ def test_kerberized_metastore_tables_renewal_expiry_and_refusal(kdc, kerberized_
     assert partition_dirs == ["dt=2026-01-01", "dt=2026-01-02"]
 
     assert steps["teardown"] == {"ccache": f"FILE:{user_cache}", "private_cache_left": False}
-    assert not user_cache.exists()
+    assert not user_cache.exists() and not list((tmp_path / "tmp").glob("lakekeeper-krb5-*"))
 
 
 # --- the command line: the same login as the resource ----------------------------------------------------------
@@ -273,6 +273,8 @@ def test_the_cli_logs_in_as_the_resource_does(kdc, kerberized_metastore, tmp_pat
         submit["krb5_conf"] = kdc.krb5_conf
     user_cache = tmp_path / "user_ccache"
     env["KRB5CCNAME"] = f"FILE:{user_cache}"  # the user's own cache: never read or written
+    env["TMPDIR"] = str(tmp_path / "tmp")  # where the private cache is made; gone when the command exits
+    (tmp_path / "tmp").mkdir()
 
     def analyze(service: str):
         extra = {**submit.get("extra_conf", {}), "spark.hadoop.hive.metastore.kerberos.principal": service}
@@ -287,7 +289,7 @@ def test_the_cli_logs_in_as_the_resource_does(kdc, kerberized_metastore, tmp_pat
     assert f"Kerberos configuration {kdc.krb5_conf} ({krb5_from})" in done.stderr
     logins = [line for line in kdc.kdc_log().splitlines() if "AS_REQ" in line and f"{name}@{REALM} for" in line]
     assert len([line for line in logins if "ISSUE" in line]) >= 2, logins  # kinit, then the driver's keytab login
-    assert not user_cache.exists()
+    assert not user_cache.exists() and not list((tmp_path / "tmp").glob("lakekeeper-krb5-*"))
 
     kdc.principal_with_keytab(f"hive/{name}-other")  # known to the KDC; the metastore holds no key of it
     refused = analyze(f"hive/{name}-other@{REALM}")

@@ -201,8 +201,8 @@ def test_half_a_kerberos_pair_or_a_missing_keytab_stops_the_cli(spark, tables, r
     keytab = tmp_path / "etl.keytab"
     keytab.write_bytes(b"\x05\x02")
     for submit, message in [
-        ({"keytab": str(keytab)}, "spark_submit.keytab is set but spark_submit.principal is not"),
-        ({"principal": "etl@CORP.EXAMPLE"}, "spark_submit.principal is set but spark_submit.keytab is not"),
+        ({"keytab": str(keytab)}, "a Kerberos keytab is set (spark_submit.keytab, or the Dagster resource's"),
+        ({"principal": "etl@CORP.EXAMPLE"}, "a Kerberos principal is set (spark_submit.principal, or the"),
         ({"principal": "etl@CORP.EXAMPLE", "keytab": str(tmp_path / "gone.keytab")}, "gone.keytab (spark_submit"),
         ({"principal": "etl@CORP.EXAMPLE", "keytab": str(keytab)}, "is not in keytab"),
     ]:

@@ -70,8 +70,9 @@ def _register(spark: SparkSession, storage: Storage, journal: Journal, i: int) -
 def _clear(spark: SparkSession, storage: Storage, info: TableInfo, journal: Journal, i: int) -> list[str]:
     """Step 5 (`protocol/merge_clear.py`): every planned file taken aside (journaled `held`), then each fine
     partition dropped. One overwritten (or dropped, moved) since the copy, found before or while its files are taken,
-    would have its old rows shown again from the merged copy beside its new ones: the others get their files back and
-    the period is rolled back instead (a UnitFailure), as the switched view still allows."""
+    would have its old rows shown again from the merged copy beside its new ones: `undoing` is journaled, the
+    partitions unchanged since taken get their files back and the period is rolled back instead (a UnitFailure), as
+    the switched view still allows."""
     unit = journal.units[i]
     # A journal of a release before the taking that began clearing (`clearing`, or no recheck at all) ends in place.
     taking = unit.details.get("hold") or (unit.details.get("recheck") and not unit.details.get("clearing"))

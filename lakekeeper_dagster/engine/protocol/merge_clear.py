@@ -3,8 +3,9 @@
 Taking, undoable: each fine partition is checked against the copy (its identity; each planned file's size and
 modification time, in place or already taken), then its planned files are renamed, each while it is still the planned
 one, into a hidden sibling (`.lk-held-<run>-<name>`). A partition found overwritten, dropped or moved since the copy
-(before or while its files are taken) stops the taking: the other partitions get their files back and the caller
-rolls the period back; that partition's own taken files stay held (the change replaced them), named.
+(before or while its files are taken) stops the taking, journaled (`undoing`): the partitions unchanged since their
+files were taken get them back, the caller rolls the period back; the others' taken files (that partition's too)
+stay held, named.
 
 Dropping, once every planned file is taken (journaled `held`): a fine partition holding nothing else (markers aside)
 has its directory removed, not recursively, and is unregistered; one a writer added files to keeps them, registered;
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import OperationError, StorageError
 from lakekeeper_dagster.engine.faults import kill_point
-from lakekeeper_dagster.engine.fs.locations import child, is_marker
+from lakekeeper_dagster.engine.fs.locations import child, is_hidden, is_marker
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.catalog import partition_identity, unregister_partition
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
@@ -116,15 +117,27 @@ def _take(storage: Storage, fine: dict, held: str) -> str | None:
     return None
 
 
+def _remainder(storage: Storage, fine: dict) -> dict[str, list[int] | None]:
+    """What a fine partition holds besides its planned files: data files (size, mtime) and subdirectories (None)."""
+    if not storage.exists(fine["location"]):
+        return {}
+    entries = storage.list_entries(fine["location"])
+    found: dict[str, list[int] | None] = {f.name: [f.size, f.modification_time] for f in entries.files}
+    found |= {f"{d}/": None for d in entries.directories if not is_hidden(d)}
+    return {name: v for name, v in found.items() if name not in fine["files"]}
+
+
 def _unchanged_since_taken(spark: SparkSession, storage: Storage, info: TableInfo, fine: dict, after: dict) -> bool:
-    """Whether a fine partition holds what it held when its planned files were taken (`after`), not counting the
-    planned files given back already: the same partition, no file added, rewritten or removed."""
+    """Whether a fine partition holds what it held besides its planned files right before they were taken
+    (`after`), not counting those given back already: the same partition, nothing added, rewritten or removed (a
+    write during the taking counts as a change: its files then stay aside rather than risk rows shown twice)."""
     now = partition_identity(spark, info, fine["spec"])
     if now is None or list(now) != list(fine["identity"]):
         return False
-    back = {name: list(v) for name, v in fine["files"].items()}
-    current = {name: v for name, v in _listing(storage, fine["location"]).items() if back.get(name) != v}
-    return current == {name: list(v) for name, v in after.items()}
+    planned = {name: list(v) for name, v in fine["files"].items()}
+    current = {**_remainder(storage, fine), **_listing(storage, fine["location"])}
+    current = {name: v for name, v in current.items() if planned.get(name) != v}
+    return current == {name: (None if v is None else list(v)) for name, v in after.items()}
 
 
 def give_back(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord, run_id: str) -> list[str]:
@@ -140,7 +153,7 @@ def give_back(spark: SparkSession, storage: Storage, info: TableInfo, unit: Unit
             continue
         after = unit.details.get("after_take", {}).get(fine["partition"])
         if after is None or not _unchanged_since_taken(spark, storage, info, fine, after):
-            left.append(f"{held} (the planned files of {fine['partition']}, which changed after they were taken)")
+            left.append(f"{held} (planned files of {fine['partition']}, which was replaced or written meanwhile)")
             continue
         for name in storage.list_names(held, directories=False):
             try:
@@ -165,13 +178,14 @@ def take_planned_files(spark: SparkSession, storage: Storage, info: TableInfo, j
     for fine in fines:
         held = held_location(fine, journal.run_id)
         replaced = _replaced_since_copied(spark, storage, info, fine, held)
-        if replaced is None and fine["partition"] not in shared and fine["partition"] not in after_take:
+        if replaced is None and fine["partition"] not in shared:
+            if fine["partition"] not in after_take:  # what it must hold once taken, journaled before the first move
+                after_take[fine["partition"]] = _remainder(storage, fine)
+                journal.record(storage, UnitState.SWITCHED, i, after_take={**after_take})
             kill_point("clearing")
             journal.fence(f"taking the planned files of {fine['partition']}")
             replaced = _take(storage, fine, held)
             if replaced is None:
-                after_take[fine["partition"]] = _listing(storage, fine["location"])
-                journal.record(storage, UnitState.SWITCHED, i, after_take=after_take)
                 kill_point("held")
         if replaced:
             journal.record(storage, UnitState.SWITCHED, i, undoing=replaced)
