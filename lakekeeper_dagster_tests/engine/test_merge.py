@@ -437,6 +437,20 @@ def test_a_time_column_that_is_not_a_string_is_refused(spark, database, data_dir
     assert partitions(spark, database, "num") == ["dt=2019041316"] and len(spark.catalog.listTables(database)) == 1
 
 
+def merge_killed_at(point: str, spark, metastore, database: str, data_dir: Path, tmp_path: Path, name: str):
+    """A FLAT table `name` whose merge (the 2019 periods, `--skip-trash`, no pause) was killed at `point`: the table,
+    its root, its rows before and its policy."""
+    root = data_dir / name
+    table = make_table(spark, database, name, root, partitions=FLAT, files=2, rows=10)
+    rows = sorted(tuple(r) for r in spark.table(table).collect())
+    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": f"{name}_all", "settle_seconds": 0}}
+    policy["merge"]["older_than"] = "1000d"  # the 2019 periods, now or at NOW
+    args, config = ["merge", "--table", table, "--skip-trash"], {"table_overrides": {table: policy}}
+    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    return table, root, rows, policy
+
+
 KILL_POINTS = ["written", "pending", "registered", "record_written:switched", "switched", "held", "dropped", "cleared"]
 
 
@@ -446,15 +460,7 @@ KILL_POINTS = ["written", "pending", "registered", "record_written:switched", "s
 def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, database, data_dir, tmp_path, point):
     """The first period's merge is killed at `point`; `recover` rolls it back before the switch and forward from
     it: the view shows every row once, no hidden directory is left, and a new run merges what is left."""
-    root = data_dir / "km"
-    table = make_table(spark, database, "km", root, partitions=FLAT, files=2, rows=10)
-    rows = sorted(tuple(r) for r in spark.table(table).collect())
-    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "km_all", "settle_seconds": 0}}
-    policy["merge"]["older_than"] = "1000d"  # the 2019 periods, now or at NOW
-    config = {"table_overrides": {table: policy}}
-    args = ["merge", "--table", table, "--skip-trash"]
-    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    table, root, rows, policy = merge_killed_at(point, spark, metastore, database, data_dir, tmp_path, "km")
     messages = recover(spark, [(database, "km")])
     forward = point in ("switched", "held", "dropped", "cleared")
     assert ("rolled forward" if forward else "rolled back") in messages[0], messages
@@ -477,15 +483,7 @@ def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
     """Issue 38 item 2, after a crash: killed once switched (or once the first fine partition's files were taken
     aside), a planned fine partition is overwritten before `recover`, which rolls the period back (the files taken
     given back) instead of showing the old rows again."""
-    root = data_dir / "ko"
-    table = make_table(spark, database, "ko", root, partitions=FLAT, files=2, rows=10)
-    rows = sorted(tuple(r) for r in spark.table(table).collect())
-    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "ko_all", "settle_seconds": 0}}
-    policy["merge"]["older_than"] = "1000d"
-    args = ["merge", "--table", table, "--skip-trash"]
-    config = {"table_overrides": {table: policy}}
-    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": f"kill@{point}"}, config=config)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    table, root, rows, policy = merge_killed_at(point, spark, metastore, database, data_dir, tmp_path, "ko")
     spark.sql(f"INSERT OVERWRITE TABLE {table} PARTITION (dt='2019041317') VALUES (800, 'new', 0)")
 
     first, _ = recover(spark, [(database, "ko")])  # the second period had not started: rolled back too
@@ -539,15 +537,7 @@ def test_a_journal_of_a_release_before_the_taking_aside_finishes_its_clearing_in
     """A merge of the previous release, killed while clearing, had moved the first fine partition's files away for
     good (`clearing` journaled, no `hold`): `recover` finishes that clearing file by file and rolls the period
     forward, every row shown once. Taken for an overwrite, the period would be rolled back and its copy deleted."""
-    root = data_dir / "kl"
-    table = make_table(spark, database, "kl", root, partitions=FLAT, files=2, rows=10)
-    rows = sorted(tuple(r) for r in spark.table(table).collect())
-    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "kl_all", "settle_seconds": 0}}
-    policy["merge"]["older_than"] = "1000d"
-    args = ["merge", "--table", table, "--skip-trash"]
-    config = {"table_overrides": {table: policy}}
-    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@clearing"}, config=config)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    table, root, rows, policy = merge_killed_at("clearing", spark, metastore, database, data_dir, tmp_path, "kl")
     (plan,) = (data_dir / ".lakekeeper-kl" / "journal").glob("*/00000.json")
     record = json.loads(plan.read_text())
     for unit in record["plan"]["units"]:  # as the previous release journaled it, clearing begun
@@ -575,15 +565,7 @@ def test_recover_never_deletes_a_merged_partition_directory_this_run_did_not_wri
 ):
     """Killed while pending; the copy is gone and another directory stands where the merged partition goes:
     recover undoes the period and leaves that directory, its file intact, saying so."""
-    root = data_dir / "kf"
-    table = make_table(spark, database, "kf", root, partitions=FLAT, files=2, rows=10)
-    rows = sorted(tuple(r) for r in spark.table(table).collect())
-    policy = {"partition_time": {"dt": "%Y%m%d%H"}, "merge": {**FLAT_MERGE, "view": "kf_all", "settle_seconds": 0}}
-    policy["merge"]["older_than"] = "1000d"
-    args = ["merge", "--table", table, "--skip-trash"]
-    config = {"table_overrides": {table: policy}}
-    crashed = run_cli(args, tmp_path, metastore.uri, {"LAKEKEEPER_FAULT": "kill@pending"}, config=config)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    table, root, rows, policy = merge_killed_at("pending", spark, metastore, database, data_dir, tmp_path, "kf")
     (incoming,) = [p for p in (data_dir / "kf__merged").iterdir() if p.name.startswith(".lk-")]
     shutil.rmtree(incoming)
     foreign = data_dir / "kf__merged" / "dt=20190413" / "part-foreign.parquet"
