@@ -2,6 +2,13 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CLI := $(VENV)/bin/lakekeeper-dagster
+# `make demo HADOOP=1`: the same demo with its tables on a local HDFS (`lakekeeper-dagster hadoop start`: Hadoop's own
+# minicluster, its jar fetched with Maven once; `hadoop stop` ends it), in a database of its own, through the config
+# `hadoop start` writes (the warehouse on HDFS).
+ifdef HADOOP
+DEMO_DB ?= lakekeeper_demo_hdfs
+DEMO_ENV := LAKEKEEPER_CONFIG=.lakekeeper/hadoop/lakekeeper-hdfs.yaml
+endif
 DEMO_DB ?= lakekeeper_demo
 
 .PHONY: venv demo test test-fast checks lint metastore-start metastore-stop ui
@@ -18,13 +25,15 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: venv
-	$(CLI) metastore start
-	$(CLI) demo create --database $(DEMO_DB)
-	$(CLI) analyze --database $(DEMO_DB)
-	$(CLI) demo run --database $(DEMO_DB)
-	$(CLI) analyze --database $(DEMO_DB)
-	$(CLI) history --since 1d
-	for table in lakekeeper_flat lakekeeper_events lakekeeper_events_2p; do $(CLI) diff --table $(DEMO_DB).$$table || exit 1; done
+	$(if $(HADOOP),$(CLI) hadoop start)
+	$(DEMO_ENV) $(CLI) metastore start
+	$(DEMO_ENV) $(CLI) demo create --database $(DEMO_DB)
+	$(DEMO_ENV) $(CLI) analyze --database $(DEMO_DB)
+	$(DEMO_ENV) $(CLI) demo run --database $(DEMO_DB)
+	$(DEMO_ENV) $(CLI) analyze --database $(DEMO_DB)
+	$(DEMO_ENV) $(CLI) history --since 1d
+	for table in lakekeeper_flat lakekeeper_events lakekeeper_events_2p; do \
+		$(DEMO_ENV) $(CLI) diff --table $(DEMO_DB).$$table || exit 1; done
 
 # The suite runs in two pytest-xdist workers (one per core; three were slower, and timed out the browser and `make ui`
 # tests; `--dist loadgroup` keeps the Kerberos, PostgreSQL and repository-folder tests together), and beside it the

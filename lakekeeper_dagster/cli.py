@@ -13,6 +13,7 @@ from pyspark.errors import PySparkException
 
 from lakekeeper_dagster.cli_archive import add_archive_parser, dry_run_notes
 from lakekeeper_dagster.cli_cluster import add_cluster_parser
+from lakekeeper_dagster.cli_hadoop import add_hadoop_parser
 from lakekeeper_dagster.cli_history import add_history_parser, recorded_run
 from lakekeeper_dagster.cli_merge import add_partition_parsers
 from lakekeeper_dagster.cli_progress import shown
@@ -288,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     metastore.add_argument("action", choices=["start", "stop", "status"])
     metastore.set_defaults(func=cmd_metastore)
     add_cluster_parser(sub)
+    add_hadoop_parser(sub)
 
     generate = sub.add_parser("generate-config", help="write a fully commented config template")
     generate.add_argument("--output", default="lakekeeper.yaml")

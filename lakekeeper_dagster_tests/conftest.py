@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 
+from lakekeeper_dagster_tests.hdfs import EZ_KEY, dfs, jpath
 from lakekeeper_dagster_tests.jvm import TEST_METASTORE_FLAGS, submit_args
 from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
 from spark_resources.cluster import SparkCluster
+from spark_resources.hadoop import LocalHadoop
 from spark_resources.metastore import MetastoreServer, free_port
 from spark_resources.session import local_hive_conf, start_spark_session
 
@@ -67,9 +69,9 @@ def _interrupt(signum, frame) -> None:
 # session and temp dirs. The tests of one session-scoped service run in one worker, which starts it once: the KDC with
 # its Kerberized metastore, PostgreSQL. (Tests that run commands in the repository folder are marked
 # `xdist_group("repository")` where they are.)
-XDIST_GROUPS = {"kdc": "kerberos", "postgres": "postgres"}
+XDIST_GROUPS = {"kdc": "kerberos", "postgres": "postgres", "hdfs": "hdfs"}
 # What a `pure` test may not use: each starts a JVM or a server.
-SERVICE_FIXTURES = {"spark", "metastore", "spark_cluster", "kdc", "kerberized_metastore", "postgres"}
+SERVICE_FIXTURES = {"spark", "metastore", "spark_cluster", "kdc", "kerberized_metastore", "postgres", "hdfs"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -155,6 +157,28 @@ def database(spark, request) -> str:
     spark.sql(f"CREATE DATABASE `{name}`")
     yield name
     spark.sql(f"DROP DATABASE IF EXISTS `{name}` CASCADE")
+
+
+@pytest.fixture(scope="session")
+def hdfs(spark, tmp_path_factory) -> LocalHadoop:
+    """One HDFS for the test session (Hadoop's minicluster: a NameNode and a DataNode, ACLs on, the Trash on, a key
+    store with EZ_KEY), the session's Spark a client of it; the tests that use it run in one xdist worker."""
+    hadoop = LocalHadoop(home=tmp_path_factory.mktemp("hadoop"), key_provider_keys=[EZ_KEY])
+    hadoop.start()
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in hadoop.client_conf().items():
+        conf.set(key, value)
+    yield hadoop
+    hadoop.stop()
+
+
+@pytest.fixture
+def hdfs_dir(hdfs, spark, request) -> str:
+    """A fresh directory on the test HDFS for one test's tables."""
+    name = "".join(c if c.isalnum() else "_" for c in request.node.name)[:80]
+    location = f"{hdfs.uri}/tests/{next(_db_counter)}_{name}"
+    dfs(spark, location).mkdirs(jpath(spark, location))
+    return location
 
 
 @pytest.fixture

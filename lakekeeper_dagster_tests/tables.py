@@ -86,7 +86,7 @@ def make_table(
     spark,
     database: str,
     name: str,
-    root: Path,
+    root: Path | str,
     fmt: str = "parquet",
     partitions: list[dict[str, str]] | None = None,
     files: int = 5,
@@ -95,9 +95,10 @@ def make_table(
     codec: str | None = None,
     buckets: int = 0,
 ) -> str:
-    """An external table at `root` (partitioned by the keys of `partitions`' specs), `files` files per unit;
-    declared bucketed by `id` into `buckets` buckets when asked (its files are not written as buckets)."""
-    location = root.as_uri()
+    """An external table at `root` (a local directory, or a location such as `hdfs://...`), partitioned by the keys
+    of `partitions`' specs, `files` files per unit; declared bucketed by `id` into `buckets` buckets when asked (its
+    files are not written as buckets)."""
+    location = root if isinstance(root, str) else root.as_uri()
     qualified = f"{quote_identifier(database)}.{quote_identifier(name)}"
     specs = partitions or [{}]
     partitioned = ""

@@ -1,0 +1,246 @@
+"""A local HDFS on this machine: Hadoop's own minicluster (a real NameNode and DataNodes in one JVM), for tests,
+benchmarks and trials on the filesystem the users run.
+
+Started like the local metastore: a process in a session of its own, its pid and ports in `hadoop.json` under a home
+directory, free loopback ports, stopped only when it is the one this home started. Its jar,
+`org.apache.hadoop:hadoop-client-minicluster`, comes from Maven once (into `jar_cache()`), at the version of the
+Hadoop client pyspark ships (`HADOOP_VERSION`, checked against pyspark's `hadoop-client-api` jar); the classes it
+shades against are pyspark's own jars.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_resources.errors import ResourceError
+from spark_resources.metastore import _site_xml, free_port, java_executable, port_is_open, pyspark_jars_dir
+from spark_resources.processes import stop_process
+
+HADOOP_VERSION = "3.5.0"  # pyspark 4.3's Hadoop client (hadoop-client-api-3.5.0.jar)
+MINICLUSTER = f"org.apache.hadoop:hadoop-client-minicluster:{HADOOP_VERSION}"
+MANAGER_CLASS = "org.apache.hadoop.mapreduce.MiniHadoopClusterManager"
+HOST = "127.0.0.1"
+TRASH_MINUTES = 1440  # the NameNode's fs.trash.interval: a day, as CDP and HDP ship it
+
+
+class HadoopError(ResourceError):
+    """The local HDFS could not be fetched, started, reached or stopped."""
+
+
+def jar_cache() -> Path:
+    """Where the minicluster jar is kept once fetched ($LAKEKEEPER_JAR_CACHE, else ~/.cache/lakekeeper-dagster)."""
+    root = os.environ.get("LAKEKEEPER_JAR_CACHE") or Path.home() / ".cache" / "lakekeeper-dagster"
+    return Path(root) / "jars"
+
+
+def _check_client_version() -> None:
+    client = pyspark_jars_dir() / f"hadoop-client-api-{HADOOP_VERSION}.jar"
+    if not client.exists():
+        found = sorted(p.name for p in pyspark_jars_dir().glob("hadoop-client-api-*.jar"))
+        raise HadoopError(
+            f"pyspark's Hadoop client is {', '.join(found) or 'missing'}, not {HADOOP_VERSION}: the local HDFS "
+            f"(spark_resources/hadoop.py HADOOP_VERSION) must be the Hadoop of the installed pyspark. Reinstall "
+            "the virtualenv (`make venv`) or change HADOOP_VERSION with pyspark's."
+        )
+
+
+def minicluster_jar() -> Path:
+    """The minicluster jar, fetched with Maven (`mvn dependency:copy`) on first use."""
+    _check_client_version()
+    name = f"hadoop-client-minicluster-{HADOOP_VERSION}.jar"
+    jar = jar_cache() / name
+    if jar.exists():
+        return jar
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise HadoopError(
+            f"Maven (`mvn`) is not on PATH: the local HDFS needs {MINICLUSTER} from Maven Central once. Install "
+            f"Maven (Debian: `apt-get install maven`), or put {name} in {jar.parent} yourself."
+        )
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    command = [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={MINICLUSTER}", f"-DoutputDirectory={jar.parent}"]
+    done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0 or not jar.exists():
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+        raise HadoopError(
+            f"Maven could not fetch {MINICLUSTER} (exit {done.returncode}); check that Maven Central (or your "
+            f"mirror in ~/.m2/settings.xml) is reachable. Maven said:\n{tail}"
+        )
+    return jar
+
+
+@dataclass
+class LocalHadoop:
+    """An HDFS of `datanodes` DataNodes (ACLs on, a Trash of TRASH_MINUTES) whose files live under `home`.
+
+    `home` holds `hadoop.json` (pid and NameNode port), `hadoop.log`, the blocks and metadata (`data/`) and the client
+    configuration (`conf/core-site.xml`, `conf/hdfs-site.xml`: a HADOOP_CONF_DIR). `key_provider_keys` names keys
+    made before the NameNode starts in a local key store (`kms.jceks`), so that encryption zones can be made.
+    """
+
+    home: Path
+    datanodes: int = 1
+    key_provider_keys: list[str] = field(default_factory=list)
+    heap: str = "768m"
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home).absolute()
+
+    @property
+    def state_file(self) -> Path:
+        return self.home / "hadoop.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "hadoop.log"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.home / "conf"
+
+    @property
+    def key_provider(self) -> str:
+        return f"jceks://file@{self.home / 'kms.jceks'}"
+
+    def _state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def pid(self) -> int | None:
+        """Pid of the minicluster started from this home, while it runs (not a recycled pid)."""
+        pid = self._state().get("pid")
+        try:
+            alive = pid and MANAGER_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return pid if alive else None
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    @property
+    def uri(self) -> str:
+        """hdfs://HOST:PORT of the running NameNode (a HadoopError when none runs from this home)."""
+        if not self.is_running():
+            raise HadoopError(f"no local HDFS runs from {self.home}; start it (`lakekeeper-dagster hadoop start`)")
+        return f"hdfs://{HOST}:{self._state()['namenode_port']}"
+
+    def client_conf(self) -> dict[str, str]:
+        """The Hadoop client settings a process needs beside the NameNode's URI: as many replicas as DataNodes,
+        no DataNode replacement in a write pipeline (there is none to replace it with), the key store."""
+        conf = {
+            "dfs.replication": str(self.datanodes),
+            "dfs.client.block.write.replace-datanode-on-failure.enable": "false",
+        }
+        if self.key_provider_keys:
+            conf["hadoop.security.key.provider.path"] = self.key_provider
+        return conf
+
+    def spark_conf(self) -> dict[str, str]:
+        """`client_conf` as Spark settings (`spark.hadoop.*`)."""
+        return {f"spark.hadoop.{key}": value for key, value in self.client_conf().items()}
+
+    def status(self) -> str:
+        if not self.is_running():
+            return f"stopped (home {self.home})"
+        return f"running at {self.uri} (pid {self.pid()}, {self.datanodes} DataNode(s), home {self.home})"
+
+    def java(self, *classpath_first: Path) -> list[str]:
+        """`java` with the minicluster's classpath (after `classpath_first`): Hadoop's tools (`FsShell`,
+        `KeyShell`) as the cluster runs them."""
+        java = java_executable()
+        log_conf = self.home / "log4j2.properties"  # warnings and errors only, to hadoop.log
+        log_conf.write_text(
+            "rootLogger.level = warn\nrootLogger.appenderRef.out.ref = out\nappender.out.type = Console\n"
+            "appender.out.name = out\nappender.out.target = SYSTEM_ERR\nappender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = %d %p %c{1}: %m%n\n"
+        )
+        classpath = os.pathsep.join([*map(str, classpath_first), str(minicluster_jar()), str(pyspark_jars_dir() / "*")])
+        return [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log_conf.as_uri()}", "-cp", classpath]
+
+    def _make_keys(self) -> None:
+        """Create the key store's keys (the NameNode reads it when it starts)."""
+        for key in self.key_provider_keys:
+            command = [*self.java(), "org.apache.hadoop.crypto.key.KeyShell", "create", key]
+            done = subprocess.run(
+                [*command, "-provider", self.key_provider], capture_output=True, text=True, stdin=subprocess.DEVNULL
+            )
+            if done.returncode != 0:
+                raise HadoopError(f"could not create key {key} in {self.key_provider}: {done.stderr.strip()}")
+
+    def start(self, timeout: float = 120.0) -> str:
+        """Start the NameNode and DataNodes (a no-op when they run from this home); the NameNode's URI once every
+        DataNode has registered. The filesystem persists across restarts, on the same port while it is free (the
+        metastore's locations name it); the first start formats it and makes the keys."""
+        if self.is_running():
+            return self.uri
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        details = self.home / "details.json"
+        details.unlink(missing_ok=True)
+        fresh = not (self.home / "data").exists()
+        if fresh:
+            (self.home / "kms.jceks").unlink(missing_ok=True)
+            self._make_keys()
+        port = self._state().get("namenode_port")
+        if not port or port_is_open(HOST, port):
+            port = free_port()
+        settings = {
+            "hdfs.minidfs.basedir": str(self.home / "data"),
+            "dfs.namenode.acls.enabled": "true",
+            "fs.trash.interval": str(TRASH_MINUTES),
+            "dfs.namenode.rpc-bind-host": HOST,
+            "hadoop.security.key.provider.path": self.key_provider if self.key_provider_keys else "",
+        }
+        command = [*self.java(), MANAGER_CLASS, "-nomr", *(["-format"] if fresh else [])]
+        command += ["-datanodes", str(self.datanodes)]
+        command += ["-nnport", str(port), "-writeDetails", str(details)]
+        command += [arg for key, value in settings.items() if value for arg in ("-D", f"{key}={value}")]
+        with open(self.log_file, "ab") as log:
+            process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.home,
+                start_new_session=True,
+            )
+        self.state_file.write_text(json.dumps({"pid": process.pid, "namenode_port": port}))
+        deadline = time.monotonic() + timeout
+        while not (details.exists() and port_is_open(HOST, port)):
+            if process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                what = f"exited with code {process.returncode}" if process.poll() is not None else "did not start"
+                raise HadoopError(
+                    f"the local HDFS {what} (waited {timeout:.0f}s at most). Last lines of {self.log_file}:\n"
+                    f"{self.log_tail()}"
+                )
+            time.sleep(0.3)
+        self._write_client_conf()
+        return self.uri
+
+    def _write_client_conf(self) -> None:
+        """core-site.xml (the default filesystem) and hdfs-site.xml for a HADOOP_CONF_DIR."""
+        (self.conf_dir / "core-site.xml").write_text(_site_xml({"fs.defaultFS": self.uri}))
+        (self.conf_dir / "hdfs-site.xml").write_text(_site_xml(self.client_conf()))
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the minicluster this home started (its files stay for the next start); True when it was
+        running."""
+        pid = self.pid()
+        if pid is not None:
+            stop_process(pid, timeout)
+        return pid is not None
