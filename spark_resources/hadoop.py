@@ -164,7 +164,10 @@ class LocalHadoop:
             "appender.out.layout.pattern = %d %p %c{1}: %m%n\n"
         )
         classpath = os.pathsep.join([*map(str, classpath_first), str(minicluster_jar()), str(pyspark_jars_dir() / "*")])
-        return [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log_conf.as_uri()}", "-cp", classpath]
+        temp = self.home / "tmp"  # the web servers' jetty directories, not in /tmp
+        temp.mkdir(exist_ok=True)
+        flags = [f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log_conf.as_uri()}", f"-Djava.io.tmpdir={temp}"]
+        return [java, *flags, "-cp", classpath]
 
     def _make_keys(self) -> None:
         """Create the key store's keys (the NameNode reads it when it starts)."""
