@@ -75,25 +75,28 @@ def compaction_killed_at(spark, hdfs, metastore, table: str, partition: str, tmp
     """A CLI compaction of `table` on the test HDFS, paused right before its first retire rename (its snapshot and
     checks done) while a writer appends one file to `partition`, then SIGKILLed at `point`. The appended file's
     name and rows."""
-    late_dir = f"{partition}-late"  # beside the table: never part of it until moved in
+    late_dir = f"{partition.rsplit('/', 1)[0]}-late"  # beside the table's directory: not the table's until moved in
     write_files(spark, late_dir, 5000, 10, 1, "parquet")
     (late,) = data_files(spark, late_dir)
     release = tmp_path / "release"
     fault = {"LAKEKEEPER_FAULT": f"pause@retiring:{release};kill@{point}"}
     args = ["compact", "--table", table]
     running = run_cli(args, tmp_path, metastore.uri, fault, wait=False, config=cli_config(hdfs))
-    for line in running.stderr:
-        if "pausing at retiring" in line:
-            fs = dfs(spark, partition)
-            assert fs.rename(jpath(spark, f"{late_dir}/{late}"), jpath(spark, f"{partition}/{late}"))
-            release.touch()
-            break
-    _, err = running.communicate(timeout=300)
+    try:
+        for line in running.stderr:
+            if "pausing at retiring" in line:
+                fs = dfs(spark, partition)
+                assert fs.rename(jpath(spark, f"{late_dir}/{late}"), jpath(spark, f"{partition}/{late}"))
+                break
+    finally:
+        release.touch()  # the run goes on, whatever happened here
+        _, err = running.communicate(timeout=300)
     assert running.returncode == -signal.SIGKILL, err[-3000:]
     return late, [(i, f"v{i}", i % 7, partition.rsplit("=", 1)[1]) for i in range(5000, 5010)]
 
 
 @pytest.mark.crash
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["retired", "installed_dir", "committed"])
 def test_a_compaction_killed_mid_swap_on_hdfs_is_recovered_with_a_late_file_kept_once(
     spark, hdfs, metastore, database, hdfs_dir, tmp_path, point
