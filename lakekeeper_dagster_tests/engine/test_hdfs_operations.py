@@ -1,16 +1,24 @@
 """The operations beyond plain compaction on a real HDFS (the session's minicluster): retention and merge putting what
-they clear in the NameNode's Trash, archive, and the history and diff of a run, content checked each time."""
+they clear in the NameNode's Trash, archive with the history and diff of its run, byte-level merges of Parquet and ORC,
+text and Avro tables compacted; content checked each time."""
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
+import io
+import json
 import urllib.parse
 from datetime import datetime
 
+import fastavro
 import pytest
+from fastavro.schema import to_parsing_canonical_form as canonical
 
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, read_table
 from lakekeeper_dagster.engine.hive.history_table import read_rows
 from lakekeeper_dagster.engine.ops.archive import archive_table
+from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.ops.merge import merge_table
 from lakekeeper_dagster.engine.ops.retention import retain_table
@@ -21,7 +29,11 @@ from lakekeeper_dagster.engine.rewrite.fingerprint import aggregates
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster.engine.rewrite.schema import data_schema
 from lakekeeper_dagster.engine.statuses import UnitStatus
-from lakekeeper_dagster_tests.hdfs import contents, data_files, dfs, exists, hidden_dirs, listing
+from lakekeeper_dagster_tests.engine.test_avro_compaction import V1, _records
+from lakekeeper_dagster_tests.engine.test_avro_compaction import _hive_rows as avro_rows
+from lakekeeper_dagster_tests.engine.test_text_compaction import COLUMNS, DELIMITED, EXPECTED, FILES
+from lakekeeper_dagster_tests.engine.test_text_compaction import _hive_rows as text_rows
+from lakekeeper_dagster_tests.hdfs import contents, data_files, dfs, exists, hidden_dirs, listing, write_bytes
 from lakekeeper_dagster_tests.tables import DATES, OPTIONS, make_table, rows_of
 
 pytestmark = pytest.mark.hdfs
@@ -164,3 +176,81 @@ def test_archive_recompresses_old_partitions_and_its_history_and_diff_match_the_
     shown = render_diff(diff)
     assert f"| date=2024-01-01 | unchanged {root}/date=2024-01-01 | 3 -> 1 |" in shown
     assert "| SNAPPY -> GZIP | unchanged |" in shown and "| equal | equal |" in shown
+
+
+MERGING = dataclasses.replace(OPTIONS, byte_merge_min_row_group_bytes=1)  # KB-sized row groups count as large
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_alike_files_on_hdfs_are_merged_at_the_byte_level(spark, database, hdfs_dir, fmt):
+    root = f"{hdfs_dir}/bm"
+    spark.sql(f"CREATE EXTERNAL TABLE `{database}`.bm (id BIGINT, v STRING, n INT) STORED AS {fmt} LOCATION '{root}'")
+    small = {"parquet.block.size": "8192"} if fmt == "parquet" else {"orc.stripe.size": "4096"}  # many row groups
+    for first in (0, 5000):
+        df = spark.range(first, first + 5000, numPartitions=1)
+        df = df.selectExpr("id", "concat('v', cast(id AS string)) AS v", "cast(id % 7 AS int) AS n")
+        df.write.mode("append").format(fmt).options(**small).save(root)
+    inputs = read_footers(spark, fmt, [f"{root}/{name}" for name in data_files(spark, root)], root)
+    rows = rows_of(spark, f"{database}.bm")
+
+    (result,) = compact_table(spark, database, "bm", MERGING)
+
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 2, 1)
+    assert result.rows_after == 10000 and result.checksum_matches
+    (name,) = data_files(spark, root)
+    (output,) = read_footers(spark, fmt, [f"{root}/{name}"], root)
+    assert name.startswith("lk-merged-") and output.rows == 10000  # row groups (stripes) copied, never decoded
+    assert len(output.row_groups) == sum(len(f.row_groups) for f in inputs) > 2
+    assert output.physical_schema == inputs[0].physical_schema and output.codecs == inputs[0].codecs
+    assert rows_of(spark, f"{database}.bm") == rows
+
+
+def test_delimited_text_on_hdfs_is_concatenated_byte_for_byte_plain_and_gzip(spark, database, hdfs_dir):
+    root, table = f"{hdfs_dir}/tx", f"{database}.tx"
+    spark.sql(f"CREATE EXTERNAL TABLE {table} {COLUMNS} PARTITIONED BY (date STRING) {DELIMITED} LOCATION '{root}'")
+    spark.sql(f"ALTER TABLE {table} SET SERDEPROPERTIES ('serialization.null.format'='NIL')")  # as Hive stores it
+    for date, extension, compress in (("2024-01-01", "", bytes), ("2024-01-02", ".gz", gzip.compress)):
+        for number, content in enumerate(FILES):
+            write_bytes(spark, f"{root}/date={date}/part-{number:05d}{extension}", compress(content))
+        spark.sql(f"ALTER TABLE {table} ADD PARTITION (date='{date}')")
+    assert text_rows(spark, table) == EXPECTED  # the same rows in both partitions, through Hive's SerDe
+
+    results = compact_table(spark, database, "tx", OPTIONS)
+
+    assert [(r.status, r.files_before, r.files_after) for r in results] == [(UnitStatus.COMPACTED, 4, 1)] * 2
+    assert all(r.rows_before == r.rows_after == 6 and r.checksum_before == r.checksum_after for r in results)
+    assert text_rows(spark, table) == EXPECTED and spark.table(table).count() == 12
+    lines = b"".join(c if c.endswith(b"\n") else c + b"\n" for c in FILES)  # a line end after the file without
+    assert list(contents(spark, f"{root}/date=2024-01-01").values()) == [lines]
+    ((name, zipped),) = contents(spark, f"{root}/date=2024-01-02").items()
+    assert name.endswith(".gz") and gzip.decompress(zipped) == lines  # the gzip members one after the other
+
+
+def avro_records(files: dict[str, bytes]) -> list[str]:
+    """Every record of these Avro files, resolved against the table's schema by fastavro, sorted."""
+    return sorted(repr(sorted(r.items())) for data in files.values() for r in fastavro.reader(io.BytesIO(data), V1))
+
+
+def test_avro_on_hdfs_with_its_schema_file_on_hdfs_compacts_block_for_block(spark, database, hdfs_dir):
+    root, schema_url, table = f"{hdfs_dir}/av", f"{hdfs_dir}/schemas/event.avsc", f"{database}.av"
+    write_bytes(spark, schema_url, json.dumps(V1).encode())
+    properties = f"TBLPROPERTIES ('avro.schema.url'='{schema_url}')"
+    spark.sql(f"CREATE EXTERNAL TABLE {table} STORED AS AVRO LOCATION '{root}' {properties}")
+    pieces = [("null", 0, 3), ("null", 3, 4), ("deflate", 7, 2), ("deflate", 9, 2)]  # small files of two codecs
+    for number, (codec, first, count) in enumerate(pieces):
+        out = io.BytesIO()
+        fastavro.writer(out, V1, _records(first, count), codec=codec, metadata={"writer": "ingest"})
+        write_bytes(spark, f"{root}/part-{number:05d}.avro", out.getvalue())
+    rows, records = avro_rows(spark, table), avro_records(contents(spark, root))
+    assert len(rows) == len(records) == 11
+
+    (result,) = compact_table(spark, database, "av", OPTIONS)
+
+    assert (result.status, result.files_before, result.files_after) == (UnitStatus.COMPACTED, 4, 2)
+    assert result.rows_before == result.rows_after == 11 and result.checksum_before == result.checksum_after
+    assert avro_rows(spark, table) == rows
+    outputs = contents(spark, root)
+    assert avro_records(outputs) == records
+    readers = [fastavro.reader(io.BytesIO(data)) for data in outputs.values()]
+    assert sorted(r.codec for r in readers) == ["deflate", "null"]  # one per codec: blocks copied, not recompressed
+    assert all(r.metadata["writer"] == "ingest" and canonical(r.writer_schema) == canonical(V1) for r in readers)
