@@ -47,6 +47,28 @@ def exists(spark, location: str) -> bool:
     return bool(dfs(spark, location).exists(jpath(spark, location)))
 
 
+def write_bytes(spark, location: str, data: bytes) -> None:
+    """A file at `location` holding `data` (its directory made when missing), written through the NameNode."""
+    stream = dfs(spark, location).create(jpath(spark, location), True)
+    try:
+        stream.write(data)
+    finally:
+        stream.close()
+
+
+def read_bytes(spark, location: str) -> bytes:
+    """The content of the file at `location`, read through the NameNode and DataNode."""
+    jvm = spark.sparkContext._jvm
+    out = jvm.java.io.ByteArrayOutputStream()
+    jvm.org.apache.hadoop.io.IOUtils.copyBytes(dfs(spark, location).open(jpath(spark, location)), out, 65536, True)
+    return bytes(out.toByteArray())
+
+
+def contents(spark, location: str) -> dict[str, bytes]:
+    """Each data file of directory `location` (`data_files`) by name, with its bytes."""
+    return {name: read_bytes(spark, f"{location}/{name}") for name in data_files(spark, location)}
+
+
 def cli_config(hadoop: LocalHadoop) -> dict:
     """The config keys of a CLI subprocess (`tables.run_cli(config=...)`) that works on the test HDFS."""
     submit = cli_spark_submit()
