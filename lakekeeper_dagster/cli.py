@@ -157,7 +157,8 @@ def cmd_analyze(args: argparse.Namespace, config: LakekeeperConfig) -> int:
 
 
 def render_results(results) -> str:
-    """One line per unit: status, files and bytes before/after, rows, checksum, seconds, backup."""
+    """One line per unit: status, files and bytes before/after, rows, checksum, seconds, backup, late files carried,
+    the originals' owner or group the new files could not be given."""
     lines = []
     for r in results:
         label = f"{r.database}.{r.table} {r.partition or '(whole table)'}"
@@ -169,6 +170,7 @@ def render_results(results) -> str:
             f"{human_bytes(r.bytes_before)} -> {human_bytes(r.bytes_after)}, rows {r.rows_before} -> {r.rows_after}, "
             f"checksum {'ok' if r.checksum_matches else 'MISMATCH'}, {r.seconds:.1f}s, backup {r.backup_table}"
             + (f", {r.carried_files} late file(s) carried over" if r.carried_files else "")
+            + (f", {', '.join(r.not_carried)} not carried (this process may not set them)" if r.not_carried else "")
         )
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 
-from lakekeeper_dagster_tests.hdfs import EZ_KEY, dfs, jpath
+from lakekeeper_dagster_tests.hdfs import EZ_KEY, GROUPS, dfs, jpath
 from lakekeeper_dagster_tests.jvm import TEST_METASTORE_FLAGS, submit_args
 from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
 from spark_resources.cluster import SparkCluster
@@ -162,8 +162,9 @@ def database(spark, request) -> str:
 @pytest.fixture(scope="session")
 def hdfs(spark, tmp_path_factory) -> LocalHadoop:
     """One HDFS for the test session (Hadoop's minicluster: a NameNode and a DataNode, ACLs on, the Trash on, a key
-    store with EZ_KEY), the session's Spark a client of it; the tests that use it run in one xdist worker."""
-    hadoop = LocalHadoop(home=tmp_path_factory.mktemp("hadoop"), key_provider_keys=[EZ_KEY])
+    store with EZ_KEY, the users of GROUPS in their groups), the session's Spark a client of it; the tests that use
+    it run in one xdist worker."""
+    hadoop = LocalHadoop(home=tmp_path_factory.mktemp("hadoop"), key_provider_keys=[EZ_KEY], groups=GROUPS)
     hadoop.start()
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in hadoop.client_conf().items():

@@ -8,6 +8,7 @@ from lakekeeper_dagster_tests.tables import cli_spark_submit
 from spark_resources.hadoop import LocalHadoop
 
 EZ_KEY = "lk-test-key"  # a key of the test HDFS's key store, for encryption zones
+GROUPS = {"etl": ["hadoop"]}  # an ordinary user of the test HDFS (HADOOP_USER_NAME=etl) and its groups there
 
 
 def dfs(spark, location: str):

@@ -82,11 +82,14 @@ class LocalHadoop:
     `home` holds `hadoop.json` (pid and NameNode port), `hadoop.log`, the blocks and metadata (`data/`) and the client
     configuration (`conf/core-site.xml`, `conf/hdfs-site.xml`: a HADOOP_CONF_DIR). `key_provider_keys` names keys
     made before the NameNode starts in a local key store (`kms.jceks`), so that encryption zones can be made.
+    `groups` gives users (by short name) their groups in the NameNode, whatever the operating system knows of them
+    (Hadoop's static mapping), so that an ordinary user (HADOOP_USER_NAME) can belong to a group.
     """
 
     home: Path
     datanodes: int = 1
     key_provider_keys: list[str] = field(default_factory=list)
+    groups: dict[str, list[str]] = field(default_factory=dict)
     heap: str = "768m"
 
     def __post_init__(self) -> None:
@@ -202,7 +205,15 @@ class LocalHadoop:
             "dfs.namenode.rpc-bind-host": HOST,
             "hadoop.security.key.provider.path": self.key_provider if self.key_provider_keys else "",
         }
-        command = [*self.java(), MANAGER_CLASS, "-nomr", *(["-format"] if fresh else [])]
+        # The NameNode's groups come from a Configuration it makes itself (Hadoop's `Groups`, once per JVM), which
+        # reads core-site.xml from the classpath, never the -D settings: the static mapping goes there.
+        server_conf = self.home / "server-conf"
+        server_conf.mkdir(exist_ok=True)
+        mapping = "".join(f"{user}={','.join(groups)};" for user, groups in self.groups.items())
+        (server_conf / "core-site.xml").write_text(
+            _site_xml({"hadoop.user.group.static.mapping.overrides": mapping} if mapping else {})
+        )
+        command = [*self.java(server_conf), MANAGER_CLASS, "-nomr", *(["-format"] if fresh else [])]
         command += ["-datanodes", str(self.datanodes)]
         command += ["-nnport", str(port), "-writeDetails", str(details)]
         command += [arg for key, value in settings.items() if value for arg in ("-D", f"{key}={value}")]

@@ -309,7 +309,8 @@ class Storage:
         extended = model.acl is not None and (model.extended or bool(target.hasAcl()))
         if extended and not self._full_acl(fs, path, target).equals(model.acl):
             fs.setAcl(path, model.acl)
-        if (str(target.getOwner()), str(target.getGroup())) == (model.owner, model.group):
+        owner, group = str(target.getOwner()), str(target.getGroup())
+        if (owner, group) == (model.owner, model.group):
             return []
         try:
             fs.setOwner(path, model.owner, model.group)
@@ -317,11 +318,15 @@ class Storage:
         except Exception as error:
             if not _denied(error):
                 raise
+        missing = [f"owner {model.owner}"] if owner != model.owner else []
         try:
-            fs.setOwner(path, None, model.group)
-            return [f"owner {model.owner}"]
-        except Exception:
-            return [f"owner {model.owner}", f"group {model.group}"]
+            if group != model.group:
+                fs.setOwner(path, None, model.group)
+        except Exception as error:
+            if not _denied(error):
+                raise
+            missing.append(f"group {model.group}")
+        return missing
 
     def _attributes(self, fs, status) -> _Attributes:
         permission = status.getPermission()
@@ -342,8 +347,7 @@ class Storage:
         rights. Only what differs from what the write gave a file is set: the attributes come from one listing of
         each directory (HDFS: one NameNode call), the ACLs are asked for only where a side has one beyond its
         permission bits. Not carried (HDFS keeps them per directory, not per file): quota, storage policy, erasure
-        coding policy. Returns what could not be carried (owner or group), in words.
-        """
+        coding policy. Returns what this process may not set (`owner X`, `group Y`: only where they differ)."""
         faults.fail_point("attributes")
         fs = self._fs(source)
         src, dst = self._path(source), self._path(target)
@@ -358,15 +362,21 @@ class Storage:
 
     def is_encryption_zone_root(self, location: str) -> bool:
         """True when `location` is the root of an HDFS encryption zone (never on other filesystems)."""
-        fs = self._fs(location)
+        fs, path = self._fs(location), self._path(location)
         if str(fs.getScheme()) != "hdfs":
             return False
-        path = self._path(location)
         zone = fs.getEZForPath(path)
         if zone is None:
             return False
         bare = self._path_class.getPathWithoutSchemeAndAuthority(fs.makeQualified(path))
         return str(zone.getPath()).rstrip("/") == str(bare.toString()).rstrip("/")
+
+    def snapshots(self, location: str) -> list[str] | None:
+        """Names of the HDFS snapshots of directory `location` when it is snapshottable, else None (or not HDFS)."""
+        fs, path = self._fs(location), self._path(location)
+        if str(fs.getScheme()) != "hdfs" or not fs.getFileStatus(path).isSnapshotEnabled():
+            return None
+        return sorted(str(s.getPath().getName()) for s in fs.listStatus(self._path_class(path, ".snapshot")))
 
     def move_to_trash(self, location: str) -> bool:
         """Move to the filesystem's Trash when one is configured; False when there is none."""

@@ -163,7 +163,7 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     journal.record(storage, UnitState.SWAPPING, item.index)
     kill_point(UnitState.SWAPPING)
     try:
-        moved = swap_unit(storage, journal, item.index)
+        moved, item.result.not_carried = swap_unit(storage, journal, item.index)
     except SwapAborted as undone:
         item.result.raced = True
         item.failure = f"{run.info.qualified_name}{' partition' if unit.spec else ''} {undone}"
@@ -235,6 +235,9 @@ def compact_batch(run: CompactionRun, items: list[BatchItem]) -> None:
             reason = item.plan.reason
             if item.fell_back:
                 reason += f"; rewritten by Spark, its byte merge given up ({item.fell_back.split('; the output')[0]})"
+            if item.result.not_carried:
+                missing = ", ".join(item.result.not_carried)
+                reason += f"; {missing} not carried: this process may not set them, the new files keep the run's"
             item.result.status, item.result.reason = UnitStatus.COMPACTED, reason
             figures = {name: getattr(item.result, name) for name in _COMMITTED_FIGURES}
             run.report(ProgressStep.COMMITTED, run.journal.units[item.index], **figures)

@@ -97,6 +97,7 @@ class UnitResult:
     dropped_columns: list[str] = field(default_factory=list)  # file columns the table does not declare, dropped
     files_byte_merged: int = 0  # input files merged at the byte level (row groups/stripes copied), not rewritten
     raced: bool = False  # failed because a writer was at work in it: not counted toward a suspension
+    not_carried: list[str] = field(default_factory=list)  # originals' attributes the new files lack: `owner hive`
 
     @property
     def row_count_preserved(self) -> bool:

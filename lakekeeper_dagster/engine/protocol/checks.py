@@ -44,9 +44,31 @@ def refuse_encryption_zone_root(storage: Storage, live: str, label: str) -> None
         )
 
 
+def refuse_snapshottable(storage: Storage, live: str, label: str) -> None:
+    """A snapshottable directory cannot be swapped: HDFS refuses to rename it away while it has snapshots, and the
+    new directory put in its place would not be snapshottable (its snapshot schedule would fail)."""
+    snapshots = storage.snapshots(live)
+    if snapshots is None:
+        return
+    held = f", with {len(snapshots)} snapshot(s) (e.g. {snapshots[0]})" if snapshots else ""
+    raise UnitFailure(
+        f"{label}: its directory {live} is snapshottable (HDFS snapshots){held}; a swap replaces the directory, "
+        "which HDFS refuses while it has snapshots, and the new directory would not be snapshottable. Nothing was "
+        "changed; exclude it from compaction, or make a parent directory snapshottable instead of it (`hdfs dfs "
+        "-deleteSnapshot`, then `hdfs dfsadmin -disallowSnapshot`)."
+    )
+
+
+def refuse_unswappable(storage: Storage, live: str, label: str) -> None:
+    """A directory HDFS would not let the swap rename away: an encryption zone root, or a snapshottable one."""
+    refuse_encryption_zone_root(storage, live, label)
+    refuse_snapshottable(storage, live, label)
+
+
 def check_before_swap(storage: Storage, live: str, snapshot: list[DataFile], label: str) -> None:
     """No writer at work in `live` (waited for up to `writers.WRITER_WAIT_SECONDS`), no subdirectories, not an
-    encryption zone root, and every snapshot file still there with the same size and modification time."""
+    encryption zone root nor snapshottable, and every snapshot file still there with the same size and modification
+    time."""
     timeout = writers.WRITER_WAIT_SECONDS
     deadline = time.monotonic() + timeout
     if not storage.exists(live):
@@ -66,7 +88,7 @@ def check_before_swap(storage: Storage, live: str, snapshot: list[DataFile], lab
         time.sleep(0.5)
         entries = storage.list_entries(live)
     refuse_subdirectories(entries.directories, label)
-    refuse_encryption_zone_root(storage, live, label)
+    refuse_unswappable(storage, live, label)
     changed = changed_files({f.name: (f.size, f.modification_time) for f in snapshot}, entries.files)
     if changed:
         raise UnitFailure(

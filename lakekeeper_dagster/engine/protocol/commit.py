@@ -25,6 +25,7 @@ from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.swap import (
     ArrivalRecorder,
     SwapAborted,
+    Swapped,
     finish_swap,
     give_back_arrived,
     restore_retired,
@@ -51,14 +52,15 @@ def arrival_recorder(storage: Storage, journal: Journal, index: int) -> ArrivalR
     return record
 
 
-def swap_unit(storage: Storage, journal: Journal, index: int, recovering: bool = False) -> int:
+def swap_unit(storage: Storage, journal: Journal, index: int, recovering: bool = False) -> Swapped:
     """Swap one compaction unit, verified (re-entrant from any point a crash left it at); return the late files
-    carried over. Raises `SwapAborted` once the swap is undone: the caller then calls `abort_unit`."""
+    carried over and the attributes not carried (`finish_swap`). Raises `SwapAborted` once the swap is undone: the
+    caller then calls `abort_unit`."""
     journal.fence(f"the swap of {journal.units[index].label}")
     record = arrival_recorder(storage, journal, index)
-    carried = finish_swap(storage, journal.units[index], record, verify=True, recovering=recovering)
+    swapped = finish_swap(storage, journal.units[index], record, verify=True, recovering=recovering)
     kill_point("installed")
-    return carried
+    return swapped
 
 
 def abort_unit(
@@ -145,7 +147,7 @@ def commit_units(
     carried, aborted = {}, {}
     for i in indices:
         try:
-            carried[i] = swap_unit(storage, journal, i, recovering=True)
+            carried[i] = swap_unit(storage, journal, i, recovering=True).carried
         except SwapAborted as undone:
             aborted[i] = str(undone)
             abort_unit(spark, storage, info, journal, i, aborted[i])
@@ -174,7 +176,7 @@ def commit_restored(
     if unit.state != UnitState.INSTALLED:  # once installed, the copy may already be retired: never swap again
         try:
             record = arrival_recorder(storage, journal, i)
-            carried = finish_swap(storage, unit, record, verify=True, recovering=recovering)
+            carried = finish_swap(storage, unit, record, verify=True, recovering=recovering).carried
         except SwapAborted as undone:
             journal.record(storage, UnitState.ABORTED, i, error=str(undone))
             return str(undone)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
 from lakekeeper_dagster.engine.errors import StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
@@ -29,6 +30,14 @@ INSTALL_ATTEMPTS = 10
 ArrivalRecorder = Callable[[dict[str, str]], None]
 
 log = logging.getLogger(__name__)
+
+
+class Swapped(NamedTuple):
+    """How a swap ended: `carried` files that arrived after the snapshot moved into the new directory; the
+    attributes (`owner X`, `group Y`) of the originals the new directory and files could not be given."""
+
+    carried: int
+    not_carried: list[str]
 
 
 class SwapAborted(UnitFailure):
@@ -180,8 +189,9 @@ def _verified(storage: Storage, unit: UnitRecord, directory: str, when: str, car
         )
 
 
-def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> None:
-    """Give the staged data the originals' attributes, then retire `live` (the rename readers see first)."""
+def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> list[str]:
+    """Give the staged data the originals' attributes, then retire `live` (the rename readers see first); what of
+    the attributes this process may not set (`Storage.copy_attributes`)."""
     live, incoming, retired = unit.live, unit.incoming, unit.retired
     if verify:
         _verified(storage, unit, live, "since the compaction read it")
@@ -196,6 +206,7 @@ def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> None:
     kill_point("retiring")
     storage.rename_strict(live, retired)
     kill_point("retired")
+    return not_carried
 
 
 def finish_swap(
@@ -204,8 +215,9 @@ def finish_swap(
     record_arrived: ArrivalRecorder,
     verify: bool = False,
     recovering: bool = False,
-) -> int:
-    """Bring a unit from any point of its swap to the swapped state; return the number of files carried over.
+) -> Swapped:
+    """Bring a unit from any point of its swap to the swapped state; return the number of files carried over and
+    the attributes the new files could not be given (owner, group: this process may not set them).
 
     A `live` directory a writer re-created after the retire rename is taken in as late arrivals: `record_arrived`
     journals the names of its files before they move into `incoming`; a writer still at work there (a hidden file,
@@ -217,14 +229,14 @@ def finish_swap(
     the swap is undone too, never merged.
     """
     live, incoming, retired = unit.live, unit.incoming, unit.retired
-    carried = 0
+    carried, not_carried = 0, []
     installing = storage.exists(incoming)  # False once the install rename happened (a run cut off after it)
     if not storage.exists(retired):
         if not storage.exists(incoming):
             if verify and storage.exists(live):
                 raise _abort(storage, unit, f"its new data ({incoming}) is gone and the originals were never retired")
             raise StorageError(f"cannot swap {live}: neither the new data ({incoming}) nor the retired data exists")
-        _retire(storage, unit, verify)
+        not_carried = _retire(storage, unit, verify)
     if storage.exists(incoming):
         if verify:
             # A writer that replaced or deleted a file between the last check and the rename is seen only here.
@@ -268,9 +280,9 @@ def finish_swap(
             live,
             retired,
         )
-        return carried
+        return Swapped(carried, not_carried)
     carried += _move_data_files(storage, retired, live, skip=set(unit.known))
-    return carried
+    return Swapped(carried, not_carried)
 
 
 def _replaced_since_installed(storage: Storage, unit: UnitRecord) -> bool:

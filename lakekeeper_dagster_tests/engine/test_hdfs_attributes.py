@@ -1,0 +1,109 @@
+"""What a swap carries on a real HDFS (the session's minicluster): a partition directory's permission, access and
+default ACL entries, owner and group onto the new directory and every new file, through a compaction and back
+through a rollback; and what an ordinary user, who may not change an owner, carries and says it did not."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.ops.rollback import rollback_table
+from lakekeeper_dagster_tests.hdfs import cli_config, data_files, dfs, hidden_dirs, jpath
+from lakekeeper_dagster_tests.tables import DATES, OPTIONS, make_table, rows_of, run_cli
+
+pytestmark = pytest.mark.hdfs
+
+DIRECTORY_ACL = "user:etl:rwx,group:analysts:r-x,default:user:etl:rwx,default:group:analysts:r-x"
+FILE_ACL = "user:reader:r--,group:analysts:r--"
+
+
+def give(spark, location: str, mode: str, owner: str, group: str, acl: str) -> None:
+    """Set a path's permission, add ACL entries (`AclEntry.parseAclSpec`), then set its owner and group."""
+    permission = spark.sparkContext._jvm.org.apache.hadoop.fs.permission
+    fs, path = dfs(spark, location), jpath(spark, location)
+    fs.setPermission(path, permission.FsPermission(mode))
+    fs.modifyAclEntries(path, permission.AclEntry.parseAclSpec(acl, True))
+    fs.setOwner(path, owner, group)
+
+
+def attributes(spark, location: str) -> tuple:
+    """(octal permission, owner, group, ACL entries beyond the permission bits) of a path, as the NameNode has it."""
+    fs, path = dfs(spark, location), jpath(spark, location)
+    status = fs.getFileStatus(path)
+    acl = sorted(str(entry) for entry in fs.getAclStatus(path).getEntries())
+    return str(status.getPermission().toOctal()), str(status.getOwner()), str(status.getGroup()), acl
+
+
+def files_attributes(spark, directory: str) -> list[tuple]:
+    return [attributes(spark, f"{directory}/{name}") for name in data_files(spark, directory)]
+
+
+def test_acls_owner_and_group_go_to_the_new_files_and_come_back_with_a_rollback(spark, database, hdfs_dir):
+    table = make_table(spark, database, "ev", hdfs_dir, partitions=DATES[:1], files=3)
+    part = f"{hdfs_dir}/date=2024-01-01"
+    give(spark, part, "750", "hive", "hadoop", DIRECTORY_ACL)
+    originals = data_files(spark, part)
+    for name in originals:
+        give(spark, f"{part}/{name}", "640", "hive", "hadoop", FILE_ACL)
+    directory, model = attributes(spark, part), attributes(spark, f"{part}/{originals[0]}")
+    assert directory == (
+        "770",  # the group bits of a path with an ACL are its mask
+        "hive",
+        "hadoop",
+        sorted(
+            ["group::r-x", "group:analysts:r-x", "user:etl:rwx", "default:user::rwx", "default:user:etl:rwx"]
+            + ["default:group::r-x", "default:group:analysts:r-x", "default:mask::rwx", "default:other::---"]
+        ),
+    )
+    assert model == ("640", "hive", "hadoop", ["group::r--", "group:analysts:r--", "user:reader:r--"])
+    before = rows_of(spark, table)
+
+    [result] = compact_table(spark, database, "ev", OPTIONS)
+
+    assert (result.status, result.files_before, result.files_after, result.not_carried) == ("compacted", 3, 1, [])
+    assert rows_of(spark, table) == before
+    assert data_files(spark, part) != originals
+    assert attributes(spark, part) == directory
+    assert files_attributes(spark, part) == [model]  # written outside the partition: given the ACL, not inheriting
+
+    rollback_table(spark, database, "ev")
+
+    assert rows_of(spark, table) == before
+    assert data_files(spark, part) == originals
+    assert attributes(spark, part) == directory
+    assert files_attributes(spark, part) == [model] * 3
+    assert hidden_dirs(spark, hdfs_dir) == []
+
+
+def test_an_ordinary_user_carries_permission_acl_and_group_and_names_the_owner_it_could_not(
+    spark, database, hdfs_dir, hdfs, metastore, tmp_path
+):
+    root = f"{hdfs_dir}/ev"
+    table = make_table(spark, database, "ev", root, partitions=DATES[:1], files=3)
+    part = f"{root}/date=2024-01-01"
+    # etl may write the table's directories through ACLs (the journal's too: beside the table), read its files
+    give(spark, hdfs_dir, "755", "root", "supergroup", "user:etl:rwx")
+    give(spark, root, "755", "hive", "warehouse", "user:etl:rwx")  # new directories are made in group warehouse
+    give(spark, part, "750", "hive", "hadoop", "user:etl:rwx")  # etl is in hadoop (GROUPS), not in warehouse
+    for name in data_files(spark, part):
+        give(spark, f"{part}/{name}", "640", "hive", "hadoop", "user:etl:r--")
+    directory = attributes(spark, part)
+    assert directory == ("770", "hive", "hadoop", ["group::r-x", "user:etl:rwx"])
+    before = rows_of(spark, table)
+
+    done = run_cli(
+        ["compact", "--table", table],
+        tmp_path,
+        metastore.uri,
+        env_extra={"HADOOP_USER_NAME": "etl"},
+        config=cli_config(hdfs),
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = [line for line in done.stdout.splitlines() if ": COMPACTED files 3 -> 1" in line]
+    assert line.split(", backup ")[1].split(", ", 1)[1] == "owner hive not carried (this process may not set them)"
+    warned = [line for line in done.stderr.splitlines() if "(this process may not change them)" in line]
+    assert len(warned) == 1 and f"{part}: kept the new files' owner hive (this" in warned[0], warned
+    assert rows_of(spark, table) == before
+    assert attributes(spark, part) == ("770", "etl", "hadoop", ["group::r-x", "user:etl:rwx"])
+    assert files_attributes(spark, part) == [("640", "etl", "hadoop", ["group::r--", "user:etl:r--"])]
