@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -95,6 +96,10 @@ class Storage:
         if root not in self._contexts:
             self._contexts[root] = self._file_context_class.getFileContext(self._path(location).toUri(), self._conf)
         return self._contexts[root]
+
+    def java(self, location: str) -> tuple[Any, Any]:
+        """The Java FileSystem of `location` and its Path, for questions only one filesystem answers (`fs/hdfs.py`)."""
+        return self._fs(location), self._path(location)
 
     def qualify(self, location: str) -> str:
         """Fully qualified form of a location (scheme and authority filled in)."""
@@ -266,8 +271,13 @@ class Storage:
         try:
             stream.write(bytearray(text.encode("utf-8")))
             stream.hsync()
-        finally:
             stream.close()
+        except Exception as error:  # e.g. an HDFS quota without a block to spare: our empty file is removed
+            with suppress(Exception):
+                stream.close()
+            fs.delete(path, False)
+            quota = "; raise that quota or free space below its directory" if "QuotaExceeded" in _cause(error) else ""
+            raise StorageError(f"could not write {location}: {_cause(error)}{quota}") from None
         return True
 
     def modification_time(self, location: str) -> int:
