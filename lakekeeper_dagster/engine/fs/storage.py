@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -95,6 +96,10 @@ class Storage:
         if root not in self._contexts:
             self._contexts[root] = self._file_context_class.getFileContext(self._path(location).toUri(), self._conf)
         return self._contexts[root]
+
+    def java(self, location: str) -> tuple[Any, Any]:
+        """The Java FileSystem of `location` and its Path, for questions only one filesystem answers (`fs/hdfs.py`)."""
+        return self._fs(location), self._path(location)
 
     def qualify(self, location: str) -> str:
         """Fully qualified form of a location (scheme and authority filled in)."""
@@ -266,8 +271,13 @@ class Storage:
         try:
             stream.write(bytearray(text.encode("utf-8")))
             stream.hsync()
-        finally:
             stream.close()
+        except Exception as error:  # e.g. an HDFS quota without a block to spare: our empty file is removed
+            with suppress(Exception):
+                stream.close()
+            fs.delete(path, False)
+            quota = "; raise that quota or free space below its directory" if "QuotaExceeded" in _cause(error) else ""
+            raise StorageError(f"could not write {location}: {_cause(error)}{quota}") from None
         return True
 
     def modification_time(self, location: str) -> int:
@@ -359,24 +369,6 @@ class Storage:
                 if staged.isFile():
                     missing += self._carry(fs, attributes, staged)
         return sorted(set(missing))
-
-    def is_encryption_zone_root(self, location: str) -> bool:
-        """True when `location` is the root of an HDFS encryption zone (never on other filesystems)."""
-        fs, path = self._fs(location), self._path(location)
-        if str(fs.getScheme()) != "hdfs":
-            return False
-        zone = fs.getEZForPath(path)
-        if zone is None:
-            return False
-        bare = self._path_class.getPathWithoutSchemeAndAuthority(fs.makeQualified(path))
-        return str(zone.getPath()).rstrip("/") == str(bare.toString()).rstrip("/")
-
-    def snapshots(self, location: str) -> list[str] | None:
-        """Names of the HDFS snapshots of directory `location` when it is snapshottable, else None (or not HDFS)."""
-        fs, path = self._fs(location), self._path(location)
-        if str(fs.getScheme()) != "hdfs" or not fs.getFileStatus(path).isSnapshotEnabled():
-            return None
-        return sorted(str(s.getPath().getName()) for s in fs.listStatus(self._path_class(path, ".snapshot")))
 
     def move_to_trash(self, location: str) -> bool:
         """Move to the filesystem's Trash when one is configured; False when there is none."""

@@ -29,8 +29,10 @@ from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.plan.thresholds import batches
 from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit, recompressed, rewritten_files
+from lakekeeper_dagster.engine.protocol.checks import wait_for_open_files
 from lakekeeper_dagster.engine.protocol.commit import finish_run
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
+from lakekeeper_dagster.engine.protocol.quotas import StagingQuotas
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers
 from lakekeeper_dagster.engine.protocol.suspension import TABLE_UNIT, read_failures, record_outcomes, suspended_units
 from lakekeeper_dagster.engine.rewrite.codec import recompression_reason, validated_codec
@@ -72,6 +74,10 @@ def _refuse_placement(
         raise OperationError(f"table {info.qualified_name} cannot be compacted: {refused}")
 
 
+def _label(info: TableInfo, unit: Unit) -> str:
+    return info.qualified_name + (f" partition {unit.partition}" if unit.partition else "")
+
+
 def _unwritable_parents(spark: SparkSession, storage: Storage, info: TableInfo) -> Callable[[Unit], str | None]:
     """Why this user may not compact a unit: its parent directory, where its staging sibling is written and its
     directory swapped, is not writable (each parent asked once); None when it is."""
@@ -83,11 +89,10 @@ def _unwritable_parents(spark: SparkSession, storage: Storage, info: TableInfo) 
             answers[parent] = not storage.exists(parent) or writable(spark, parent)
         if answers[parent]:
             return None
-        where = f"{info.qualified_name}" + (f" partition {unit.partition}" if unit.partition else "")
         return (
-            f"{where}: user {hadoop_user(spark)} may not write in {parent}, where a compaction stages its files and "
-            "swaps the directory; run it as a user who may (the table's owner), or grant write there. Nothing was "
-            "changed"
+            f"{_label(info, unit)}: user {hadoop_user(spark)} may not write in {parent}, where a compaction stages its "
+            "files and swaps the directory; run it as a user who may (the table's owner), or grant write there. "
+            "Nothing was changed"
         )
 
     return refusal
@@ -135,6 +140,15 @@ def _planned(spark: SparkSession, info: TableInfo, target: Unit, entries: DirEnt
         reason = f"no file holding rows to recompress: already {codec}"
         return replace(plan, status=PlanStatus.OK, reason=reason, target_files=plan.file_count, write_files=0)
     return plan
+
+
+def _settled(spark: SparkSession, storage: Storage, info: TableInfo, target: Unit, entries: DirEntries,
+             plan: UnitPlan, options: CompactionOptions, report: Callable[..., None]):  # fmt: skip
+    """The unit's listing and plan once no file of it is held open by a writer (HDFS), listed and planned again
+    after a wait (reported); a UnitFailure naming the file still open after `writers.WRITER_WAIT_SECONDS`."""
+    label, waiting = _label(info, target), lambda what: report(ProgressStep.WAITING, target.partition, detail=what)
+    settled = wait_for_open_files(storage, target.location, entries, label, waiting=waiting)
+    return (entries, plan) if settled is entries else (settled, _planned(spark, info, target, settled, options))
 
 
 def _kept(files: list[DataFile], plan: UnitPlan, options: CompactionOptions) -> list[str]:
@@ -209,6 +223,7 @@ def compact_table(
         work: list[tuple[UnitPlan, DirEntries, Unit]] = []
         suspended = suspended_units(read_failures(storage, info.location), options.suspend_after)
         unwritable = _unwritable_parents(spark, storage, info)
+        quotas = StagingQuotas(storage, info.location)
         for target in targets:
             try:
                 entries = storage.list_entries(target.location)  # the snapshot
@@ -240,6 +255,13 @@ def compact_table(
                                           str(failure), files_before=len(entries.files)))  # fmt: skip
                 report(ProgressStep.FAILED, target.partition, detail=str(failure))
                 continue
+            if plan.needs_compaction:
+                try:
+                    entries, plan = _settled(spark, storage, info, target, entries, plan, options, report)
+                except UnitFailure as failure:  # a writer at work: the next run may well succeed
+                    results.append(_result(info, plan, UnitStatus.FAILED, str(failure), raced=True))
+                    report(ProgressStep.FAILED, target.partition, detail=str(failure))
+                    continue
             if not plan.needs_compaction:
                 figures = {"files_after": plan.file_count, "bytes_after": plan.total_bytes}
                 results.append(_result(info, plan, UnitStatus.SKIPPED, plan.reason, **figures))
@@ -248,6 +270,11 @@ def compact_table(
             if denied := unwritable(target):
                 results.append(_result(info, plan, UnitStatus.FAILED, denied))
                 report(ProgressStep.FAILED, target.partition, detail=denied)
+                continue
+            inputs = sum(f.size for f in rewritten_files(entries.files, plan, options.thresholds))
+            if refused := quotas.refusal(target.location, _label(info, target), inputs, plan.write_files):
+                results.append(_result(info, plan, UnitStatus.FAILED, refused))
+                report(ProgressStep.FAILED, target.partition, detail=refused)
                 continue
             work.append((plan, entries, target))
         if work:

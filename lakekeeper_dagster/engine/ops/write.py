@@ -10,6 +10,7 @@ default), or, those of a partitioned table, together in one Spark job per set of
 from __future__ import annotations
 
 import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -31,7 +32,7 @@ from lakekeeper_dagster.engine.rewrite.onejob import COLUMN_PREFIX, UnitWrite, o
 from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, refuse_undeclared
 from lakekeeper_dagster.engine.rewrite.textconcat import concatenate_unit
 from lakekeeper_dagster.engine.statuses import ProgressStep
-from spark_resources.py4j import isolated_session, java_cause
+from spark_resources.py4j import isolated_session, java_cause, java_messages
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,23 @@ def _spark_files(run: CompactionRun, item: BatchItem) -> int:
     return item.merged.targets(planned, item.inputs, run.options.thresholds.block_size_bytes)
 
 
+def _quota_exceeded(error: Exception) -> str | None:
+    """The NameNode's words when a write exceeded an HDFS quota (it names the directory, its quota and use)."""
+    for line in java_messages(error):
+        head, _, message = line.partition(": ")
+        if re.search(r"\b(DS|NS)QuotaExceededException\b", head):
+            return " ".join(message.split())[:400]
+    return None
+
+
 def _unwritable(run: CompactionRun, item: BatchItem, error: Exception, together: int = 1) -> str:
     run.storage.delete(run.journal.units[item.index].incoming)
+    if quota := _quota_exceeded(error):  # a quota above the table, which the check before the write does not ask
+        return (
+            f"{run.label(run.journal.units[item.index])}: its staged copy exceeded an HDFS quota ({quota}); the staged "
+            "files were deleted and the original files are untouched. Raise that quota or free space under that "
+            "directory (a compaction needs room for a second copy of what it rewrites until cleanup), then retry."
+        )
     shared = f", written in one Spark job with {together - 1} other partition(s)" if together > 1 else ""
     return (
         f"{run.label(run.journal.units[item.index])}: could not read or write its data{shared} ({java_cause(error)}); "

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from lakekeeper_dagster.engine.errors import UnitFailure
+from lakekeeper_dagster.engine.fs.hdfs import is_encryption_zone_root, open_files, snapshots
 from lakekeeper_dagster.engine.fs.locations import is_hidden
-from lakekeeper_dagster.engine.fs.storage import DataFile, Storage
+from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.protocol import writers
 
 
@@ -37,7 +39,7 @@ def changed_files(snapshot: dict[str, tuple[int, int] | None], files: list[DataF
 
 def refuse_encryption_zone_root(storage: Storage, live: str, label: str) -> None:
     """A directory that is an HDFS encryption zone root cannot be renamed away: the swap would fail half-way."""
-    if storage.is_encryption_zone_root(live):
+    if is_encryption_zone_root(storage, live):
         raise UnitFailure(
             f"{label}: its directory {live} is the root of an HDFS encryption zone, which cannot be renamed; "
             "lakekeeper-dagster cannot swap it. Nothing was changed; exclude it from compaction."
@@ -47,10 +49,10 @@ def refuse_encryption_zone_root(storage: Storage, live: str, label: str) -> None
 def refuse_snapshottable(storage: Storage, live: str, label: str) -> None:
     """A snapshottable directory cannot be swapped: HDFS refuses to rename it away while it has snapshots, and the
     new directory put in its place would not be snapshottable (its snapshot schedule would fail)."""
-    snapshots = storage.snapshots(live)
-    if snapshots is None:
+    taken = snapshots(storage, live)
+    if taken is None:
         return
-    held = f", with {len(snapshots)} snapshot(s) (e.g. {snapshots[0]})" if snapshots else ""
+    held = f", with {len(taken)} snapshot(s) (e.g. {taken[0]})" if taken else ""
     raise UnitFailure(
         f"{label}: its directory {live} is snapshottable (HDFS snapshots){held}; a swap replaces the directory, "
         "which HDFS refuses while it has snapshots, and the new directory would not be snapshottable. Nothing was "
@@ -65,10 +67,39 @@ def refuse_unswappable(storage: Storage, live: str, label: str) -> None:
     refuse_snapshottable(storage, live, label)
 
 
+def wait_for_open_files(
+    storage: Storage,
+    live: str,
+    entries: DirEntries,
+    label: str,
+    deadline: float | None = None,
+    waiting: Callable[[str], None] | None = None,
+) -> DirEntries:
+    """`entries` (a listing of `live`) once no file of it is held open by a writer (HDFS only: `fs/hdfs.py`), or a
+    fresh listing after a wait (a closed file shows its final size and time); a UnitFailure naming the file when
+    one is still open at `deadline` (default: `writers.WRITER_WAIT_SECONDS` from now). `waiting` is told once."""
+    timeout = writers.WRITER_WAIT_SECONDS
+    deadline = time.monotonic() + timeout if deadline is None else deadline
+    while held := open_files(storage, entries.files):
+        if time.monotonic() > deadline:
+            raise UnitFailure(
+                f"{label}: its file {held[0]} is held open by a writer ({len(held)} file(s) not closed) and was not "
+                f"closed within {timeout:.0f}s; what the writer appends does not show until it closes the file. "
+                "Nothing was changed; retry when the writer is done (a writer that died leaves the file open until "
+                f"the NameNode recovers its lease, within an hour, or `hdfs debug recoverLease -path {held[0]}`)."
+            )
+        if waiting is not None:
+            waiting(f"{held[0]}, held open by a writer, up to {timeout:.0f} s")
+            waiting = None
+        time.sleep(0.5)
+        entries = storage.list_entries(live)
+    return entries
+
+
 def check_before_swap(storage: Storage, live: str, snapshot: list[DataFile], label: str) -> None:
-    """No writer at work in `live` (waited for up to `writers.WRITER_WAIT_SECONDS`), no subdirectories, not an
-    encryption zone root nor snapshottable, and every snapshot file still there with the same size and modification
-    time."""
+    """No writer at work in `live` (waited for up to `writers.WRITER_WAIT_SECONDS`: a hidden directory of its
+    commit, a file it holds open on HDFS), no subdirectories, not an encryption zone root nor snapshottable, and every
+    snapshot file still there with the same size and modification time."""
     timeout = writers.WRITER_WAIT_SECONDS
     deadline = time.monotonic() + timeout
     if not storage.exists(live):
@@ -87,12 +118,13 @@ def check_before_swap(storage: Storage, live: str, snapshot: list[DataFile], lab
             )
         time.sleep(0.5)
         entries = storage.list_entries(live)
+    entries = wait_for_open_files(storage, live, entries, label, deadline)
     refuse_subdirectories(entries.directories, label)
     refuse_unswappable(storage, live, label)
     changed = changed_files({f.name: (f.size, f.modification_time) for f in snapshot}, entries.files)
     if changed:
         raise UnitFailure(
-            f"{label}: {len(changed)} of its files were removed or rewritten during compaction (e.g. "
+            f"{label}: {len(changed)} of its files were removed, rewritten or appended to during compaction (e.g. "
             f"{next(f.path for f in snapshot if f.name == changed[0])}); another job overwrote it. Nothing was "
             "changed; retry when that job is done."
         )
