@@ -42,7 +42,8 @@ _PART_NAME = re.compile(r"^(\.?part-\d+-)[0-9a-f-]{36}(-c\d+.*)$")
 def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt: str, codec: str | None = None):
     """Append `rows` rows (from id `first_id`) as `files` files of format `fmt` under `location`."""
     target = _local_dir(location)
-    if target is None:
+    on_hdfs = location.startswith("hdfs://") and "%" not in location
+    if target is None and not on_hdfs:
         _spark_write(spark, location, first_id, rows, files, fmt, codec)
         return
     key = (first_id, rows, files, fmt, codec)
@@ -52,15 +53,36 @@ def write_files(spark, location: str, first_id: int, rows: int, files: int, fmt:
         source = Path(_scratch[0].name) / str(len(_written))
         _spark_write(spark, source.as_uri(), first_id, rows, files, fmt, codec)
         _written[key] = source
-    target.mkdir(parents=True, exist_ok=True)
     job = str(uuid.uuid4())
     # checksums first and _SUCCESS last, each file complete under a hidden name, then renamed: a reader sees whole
     # files, as after a job's commit
-    for path in sorted(_written[key].iterdir(), key=lambda p: (not p.name.startswith("."), p.name == "_SUCCESS")):
+    written = sorted(_written[key].iterdir(), key=lambda p: (not p.name.startswith("."), p.name == "_SUCCESS"))
+    if on_hdfs:
+        _copy_to_hadoop(spark, [p for p in written if not p.name.startswith(".")], location, job)
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for path in written:
         name = _PART_NAME.sub(lambda m: m.group(1) + job + m.group(2), path.name)
         partial = target / f".{name}.copying"
         shutil.copyfile(path, partial)
         os.replace(partial, target / name)
+
+
+def _copy_to_hadoop(spark, paths: list[Path], location: str, job: str) -> None:
+    """The files Spark wrote once, copied into `location` through the Hadoop FileSystem API under the job's name (no
+    checksum files: HDFS keeps its own), each renamed into place once whole."""
+    hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+    directory = hadoop_path(location)
+    fs = directory.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.mkdirs(directory)
+    for path in paths:
+        name = _PART_NAME.sub(lambda m: m.group(1) + job + m.group(2), path.name)
+        partial, final = hadoop_path(directory, f".{name}.copying"), hadoop_path(directory, name)
+        fs.copyFromLocalFile(False, True, hadoop_path(str(path)), partial)
+        if name == "_SUCCESS":
+            fs.delete(final, False)
+        if not fs.rename(partial, final):
+            raise RuntimeError(f"could not rename {partial} to {final}")
 
 
 def _local_dir(location: str) -> Path | None:
