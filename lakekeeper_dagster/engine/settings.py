@@ -143,6 +143,12 @@ class EngineSettings(StrictModel):
         "every row group / stripe of theirs is at least this many MB and they share schema, codec, writer and "
         "metadata; smaller ones are rewritten by Spark. 0: always rewrite.",
     )
+    accept_owner_change: bool = Field(
+        default=False,
+        description="Compact a partition even when the new files cannot keep the owner or group of the files they "
+        "replace (the run's user may not set them: not the owner, an HDFS superuser or in the group): they get the "
+        "run's, and the result names what was not carried. False refuses such a partition before writing anything.",
+    )
     suspend_after_failures: int = Field(
         default=3,
         ge=0,
@@ -219,4 +225,5 @@ class EngineSettings(StrictModel):
             codec=validated_codec(codec, setting="--codec / config codec") if codec is not None else self.codec,
             byte_merge_min_row_group_bytes=self.byte_merge_min_row_group_mb * MB,
             suspend_after=self.suspend_after_failures,
+            accept_owner_change=self.accept_owner_change,
         )

@@ -1,6 +1,7 @@
 """What a swap carries on a real HDFS (the session's minicluster): a partition directory's permission, access and
 default ACL entries, owner and group onto the new directory and every new file, through a compaction and back
-through a rollback; and what an ordinary user, who may not change an owner, carries and says it did not."""
+through a rollback; and an ordinary user, who may not change an owner, refused before writing anything, then (with
+`accept_owner_change`) carrying the rest and saying what it did not; a group it is not in likewise."""
 
 from __future__ import annotations
 
@@ -75,35 +76,69 @@ def test_acls_owner_and_group_go_to_the_new_files_and_come_back_with_a_rollback(
     assert hidden_dirs(spark, hdfs_dir) == []
 
 
-def test_an_ordinary_user_carries_permission_acl_and_group_and_names_the_owner_it_could_not(
+def test_an_ordinary_user_is_refused_a_change_of_owner_or_group_then_carries_the_rest_when_it_is_accepted(
     spark, database, hdfs_dir, hdfs, metastore, tmp_path
 ):
     root = f"{hdfs_dir}/ev"
-    table = make_table(spark, database, "ev", root, partitions=DATES[:1], files=3)
-    part = f"{root}/date=2024-01-01"
-    # etl may write the table's directories through ACLs (the journal's too: beside the table), read its files
+    table = make_table(spark, database, "ev", root, partitions=DATES, files=3)
+    hives, etls = f"{root}/date=2024-01-01", f"{root}/date=2024-01-02"
+    # etl may write the table's directories through ACLs (the journal's too: beside the table), read hive's files
     give(spark, hdfs_dir, "755", "root", "supergroup", "user:etl:rwx")
     give(spark, root, "755", "hive", "warehouse", "user:etl:rwx")  # new directories are made in group warehouse
-    give(spark, part, "750", "hive", "hadoop", "user:etl:rwx")  # etl is in hadoop (GROUPS), not in warehouse
-    for name in data_files(spark, part):
-        give(spark, f"{part}/{name}", "640", "hive", "hadoop", "user:etl:r--")
-    directory = attributes(spark, part)
-    assert directory == ("770", "hive", "hadoop", ["group::r-x", "user:etl:rwx"])
+    give(spark, hives, "750", "hive", "hadoop", "user:etl:rwx")  # etl is in hadoop (GROUPS), not in warehouse
+    give(spark, etls, "750", "etl", "analysts", "group:analysts:r-x")  # etl's own, in a group it is not in
+    originals = {part: data_files(spark, part) for part in (hives, etls)}
+    owners = {hives: ("hive", "hadoop", "user:etl:r--"), etls: ("etl", "analysts", "user:bi:r--")}
+    for part, (owner, group, acl) in owners.items():
+        for name in originals[part]:
+            give(spark, f"{part}/{name}", "640", owner, group, acl)
+    found = {part: (attributes(spark, part), files_attributes(spark, part)) for part in (hives, etls)}
+    assert found[hives][0] == ("770", "hive", "hadoop", ["group::r-x", "user:etl:rwx"])
+    assert found[etls][1] == [("640", "etl", "analysts", ["group::r--", "user:bi:r--"])] * 3
     before = rows_of(spark, table)
 
-    done = run_cli(
-        ["compact", "--table", table],
-        tmp_path,
-        metastore.uri,
-        env_extra={"HADOOP_USER_NAME": "etl"},
-        config=cli_config(hdfs),
-    )
+    def compact_as_etl(config: dict):
+        done = run_cli(
+            ["compact", "--table", table],
+            tmp_path,
+            metastore.uri,
+            env_extra={"HADOOP_USER_NAME": "etl"},
+            config={**cli_config(hdfs), **config},
+        )
+        return done, done.stdout + done.stderr
 
-    assert done.returncode == 0, done.stderr[-3000:]
-    [line] = [line for line in done.stdout.splitlines() if ": COMPACTED files 3 -> 1" in line]
-    assert line.split(", backup ")[1].split(", ", 1)[1] == "owner hive not carried (this process may not set them)"
-    warned = [line for line in done.stderr.splitlines() if "(this process may not change them)" in line]
-    assert len(warned) == 1 and f"{part}: kept the new files' owner hive (this" in warned[0], warned
+    refused, output = compact_as_etl({})
+
+    assert refused.returncode == 1, output[-3000:]
+    for part, kept, who in (
+        (hives, "owner hive (group hadoop)", "hive, an HDFS superuser or a proxy user for hive"),
+        (etls, "group analysts", "a member of it"),
+    ):
+        assert (
+            f"{table} partition {part.rsplit('/', 1)[1]}: user etl may not give new files the {kept} of {part} and its "
+            f"files; compacting would change who owns the data (and may read it). Nothing was changed; run it as {who}"
+            ", or set accept_owner_change: true" in output
+        ), output[-3000:]
     assert rows_of(spark, table) == before
-    assert attributes(spark, part) == ("770", "etl", "hadoop", ["group::r-x", "user:etl:rwx"])
-    assert files_attributes(spark, part) == [("640", "etl", "hadoop", ["group::r--", "user:etl:r--"])]
+    assert {part: data_files(spark, part) for part in (hives, etls)} == originals
+    assert {part: (attributes(spark, part), files_attributes(spark, part)) for part in (hives, etls)} == found
+    assert hidden_dirs(spark, root) == [] and hidden_dirs(spark, hdfs_dir) == []
+    assert spark.sql(f"SHOW TABLES IN {database} LIKE '__bkp*'").count() == 0
+
+    done, output = compact_as_etl({"accept_owner_change": True})
+
+    assert done.returncode == 0, output[-3000:]
+    lines = sorted(line for line in done.stdout.splitlines() if ": COMPACTED files 3 -> 1" in line)
+    assert [line.split(", backup ")[1].split(", ", 1)[1] for line in lines] == [
+        f"{kept} not carried (this process may not set them)" for kept in ("owner hive", "group analysts")
+    ]
+    warned = sorted(line for line in done.stderr.splitlines() if "(this process may not change them)" in line)
+    assert [line.split("protocol.swap: ", 1)[1] for line in warned] == [
+        f"{hives}: kept the new files' owner hive (this process may not change them)",
+        f"{etls}: kept the new files' group analysts (this process may not change them)",
+    ], warned
+    assert rows_of(spark, table) == before
+    assert attributes(spark, hives) == ("770", "etl", "hadoop", ["group::r-x", "user:etl:rwx"])
+    assert files_attributes(spark, hives) == [("640", "etl", "hadoop", ["group::r--", "user:etl:r--"])]
+    assert attributes(spark, etls)[1:3] == ("etl", "warehouse")  # hive's group for the new directories: not analysts
+    assert files_attributes(spark, etls) == [("640", "etl", "warehouse", ["group::r--", "user:bi:r--"])]

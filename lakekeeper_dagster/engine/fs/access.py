@@ -1,14 +1,23 @@
-"""Whether this process's user may write where an operation stages files and swaps directories, and who it is."""
+"""Whether this process's user may write where an operation stages files and swaps directories, whether the files
+it writes can be given the owner and group of those they replace, and who it is."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
 
-from spark_resources.py4j import hadoop_conf, is_java_error, jvm
+from lakekeeper_dagster.engine.fs.locations import split_location
+from spark_resources.py4j import hadoop_conf, is_java_error, java_messages, jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+def denied(error: BaseException) -> bool:
+    """A permission refusal: HDFS's AccessControlException, or a local `chown` the operating system refused."""
+    return is_java_error(error, "AccessControlException") or any(
+        "not permitted" in line for line in java_messages(error)
+    )
 
 
 def hadoop_user(spark: SparkSession) -> str:
@@ -32,3 +41,46 @@ def writable(spark: SparkSession, location: str) -> bool:
             return False
         raise
     return True
+
+
+def _may_set(fs, status, owner: bool) -> bool:
+    """Whether this process may set the owner (`owner`, with the group) or the group alone of the path of `status`
+    to what it already is: a no-op in effect, which HDFS refuses to anyone but a superuser when the owner is given
+    and to anyone but the path's owner in the group or a superuser when the group alone is, as `chown` refuses
+    its local counterparts to users other than root."""
+    try:
+        fs.setOwner(status.getPath(), str(status.getOwner()) if owner else None, str(status.getGroup()))
+    except Exception as error:
+        if denied(error):
+            return False
+        raise
+    return True
+
+
+def foreign_ownership(spark: SparkSession, directory: str, model: str | None) -> str | None:
+    """What of the owner and group of `directory` and of its data file `model` the files this process writes in
+    its place could not be given (the swap's `Storage.copy_attributes`), in words (`owner hive (group hadoop)`,
+    `group analysts`); None when nothing.
+
+    A new file belongs to this process's user and, on HDFS, to the group of the directory it is made in (the
+    staging sibling's parent): nothing to set when they match, the common case (the owner runs it), asked of the
+    NameNode only (two or three `getFileStatus`). Otherwise one no-op `setOwner` (`_may_set`) on a path whose owner
+    differs, or per group that differs, tells whether the swap could set it, changing nothing. A group this guess
+    misses (locally a new file gets the user's group unless its directory is setgid) is still named by the swap."""
+    java = jvm(spark)
+    path = java.org.apache.hadoop.fs.Path(directory)
+    fs = path.getFileSystem(hadoop_conf(spark))
+    statuses = [fs.getFileStatus(path)] + ([fs.getFileStatus(java.org.apache.hadoop.fs.Path(model))] if model else [])
+    user = hadoop_user(spark)
+    foreign = next((s for s in statuses if str(s.getOwner()) != user), None)
+    if foreign is not None:  # only a superuser may give a file another owner, and then any group too
+        return None if _may_set(fs, foreign, owner=True) else f"owner {foreign.getOwner()} (group {foreign.getGroup()})"
+    made_in = str(fs.getFileStatus(java.org.apache.hadoop.fs.Path(split_location(directory)[0])).getGroup())
+    asked = {made_in}
+    for status in statuses:  # this user owns them: it may give new files a group it is in
+        group = str(status.getGroup())
+        if group not in asked:
+            asked.add(group)
+            if not _may_set(fs, status, owner=False):
+                return f"group {group}"
+    return None

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from lakekeeper_dagster.engine import faults
 from lakekeeper_dagster.engine.errors import StorageError
+from lakekeeper_dagster.engine.fs.access import denied
 from lakekeeper_dagster.engine.fs.locations import is_hidden
 from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_messages, jvm
 
@@ -44,13 +45,6 @@ def _filesystem_root(location: str) -> str:
 def _cause(error: BaseException) -> str:
     """The first line of the Java exception's message (or of the error's own)."""
     return (java_messages(error) or [str(error)])[0].splitlines()[0]
-
-
-def _denied(error: BaseException) -> bool:
-    """A permission refusal: HDFS's AccessControlException, or a local `chown` the operating system refused."""
-    return is_java_error(error, "AccessControlException") or any(
-        "not permitted" in line for line in java_messages(error)
-    )
 
 
 @dataclass(frozen=True)
@@ -326,14 +320,14 @@ class Storage:
             fs.setOwner(path, model.owner, model.group)
             return []
         except Exception as error:
-            if not _denied(error):
+            if not denied(error):
                 raise
         missing = [f"owner {model.owner}"] if owner != model.owner else []
         try:
             if group != model.group:
                 fs.setOwner(path, None, model.group)
         except Exception as error:
-            if not _denied(error):
+            if not denied(error):
                 raise
             missing.append(f"group {model.group}")
         return missing

@@ -58,6 +58,7 @@ class CompactionOptions:
     non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
     codec: str | None = None  # the codec every rewritten or merged file gets; None keeps the table's (`choose_codec`)
     byte_merge_min_row_group_bytes: int = 64 * 1024 * 1024  # byte-merge files whose row groups all reach it; 0: never
+    accept_owner_change: bool = False  # compact although the new files cannot keep the originals' owner or group
     suspend_after: int = 3  # failed runs in a row that suspend a unit (`protocol/suspension.py`); 0: never
     # archive-aged partitions are written in the archive codec, so no compaction recompresses them back
     archive: ArchiveRule | None = None

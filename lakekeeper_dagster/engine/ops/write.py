@@ -20,7 +20,7 @@ from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.thresholds import WriteMode
-from lakekeeper_dagster.engine.protocol.checks import refuse_subdirectories, refuse_unswappable
+from lakekeeper_dagster.engine.protocol.checks import refuse_owner_change, refuse_subdirectories, refuse_unswappable
 from lakekeeper_dagster.engine.protocol.recovery import write_root
 from lakekeeper_dagster.engine.rewrite.avroappend import append_unit
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
@@ -50,7 +50,10 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
     """
     label = run.label(run.journal.units[item.index])
     refuse_subdirectories(item.snapshot.directories, label)
-    refuse_unswappable(run.storage, run.journal.units[item.index].live, label)  # before any work is done for it
+    live = run.journal.units[item.index].live
+    refuse_unswappable(run.storage, live, label)  # before any work is done for it
+    if not run.options.accept_owner_change:
+        refuse_owner_change(run.spark, live, item.snapshot.files, label)
     if run.info.file_format in COPIED_FORMATS:  # no Spark write (`rewrite/textconcat.py`, `rewrite/avroappend.py`)
         item.merged = _copy(run, item, label)
         item.footer_rows = item.merged.before.rows  # no footers: the check is the fingerprint and the copy's own

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import UnitFailure
+from lakekeeper_dagster.engine.fs.access import foreign_ownership, hadoop_user
 from lakekeeper_dagster.engine.fs.hdfs import is_encryption_zone_root, open_files, snapshots
 from lakekeeper_dagster.engine.fs.locations import is_hidden
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.protocol import writers
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def refuse_subdirectories(directories: list[str], label: str) -> None:
@@ -94,6 +99,24 @@ def wait_for_open_files(
         time.sleep(0.5)
         entries = storage.list_entries(live)
     return entries
+
+
+def refuse_owner_change(spark: SparkSession, live: str, files: list[DataFile], label: str) -> None:
+    """New files that could not be given the owner or group of those they replace (`fs/access.py`
+    `foreign_ownership`) would change who owns, and may read, the data: refused before anything is written (unless
+    `accept_owner_change`, checked by the caller)."""
+    kept = foreign_ownership(spark, live, files[0].path if files else None)
+    if kept is None:
+        return
+    user = hadoop_user(spark)
+    owner = kept.split()[1]  # `owner hive (group hadoop)`, `group analysts`
+    who = f"{owner}, an HDFS superuser or a proxy user for {owner}" if kept.startswith("owner") else "a member of it"
+    raise UnitFailure(
+        f"{label}: user {user} may not give new files the {kept} of {live} and its files; compacting would change "
+        f"who owns the data (and may read it). Nothing was changed; run it as {who}, or set accept_owner_change: "
+        f"true to compact anyway (the new files then keep {user}'s owner and group and the result names what was "
+        "not carried)."
+    )
 
 
 def check_before_swap(storage: Storage, live: str, snapshot: list[DataFile], label: str) -> None:
