@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH_HOME = REPO / ".bench"
 LAKEKEEPER_VERSION = "0.0.6"
 IN_PROCESS = ("ours", "ours-one-job", "bare-each", "bare-onejob")
+RUN_FILES = ("result.json", "stdout.log", "stderr.log", "lakekeeper.yaml")  # what `run` writes in the run's directory
 
 
 def common_arguments(parser: argparse.ArgumentParser, datasets: list[str], runs: int) -> None:
@@ -169,7 +170,8 @@ class Bench:
             for d in sorted(partition_dirs)
             if (location / d).is_dir()
         ]
-        siblings = sorted(p.name for p in location.parent.iterdir() if p.name != location.name)
+        ours = {location.name, *RUN_FILES}  # a local copy's parent is also the run's own directory
+        siblings = sorted(p.name for p in location.parent.iterdir() if p.name not in ours)
         after = self.table_fingerprint(table)
         locations_after = self.metastore_locations(table)
         check = {
