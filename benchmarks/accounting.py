@@ -19,9 +19,12 @@ from pathlib import Path
 
 from benchmarks import harness
 from benchmarks.datagen import LARGE_FILE, PARTITION_COLUMN, DataSpec
+from benchmarks.hdfs_tables import HdfsPath
+
+Location = Path | HdfsPath  # a table copy on the local filesystem or on HDFS (same reads: `HdfsPath` is pathlib-like)
 
 
-def _data_files(directory: Path) -> dict[str, tuple[int, int, int]]:
+def _data_files(directory: Location) -> dict[str, tuple[int, int, int]]:
     found = {}
     for path in directory.iterdir() if directory.is_dir() else ():
         if path.is_file() and not path.name.startswith(("_", ".")):
@@ -30,8 +33,9 @@ def _data_files(directory: Path) -> dict[str, tuple[int, int, int]]:
     return found
 
 
-def listing(location: Path) -> dict[str, dict[str, tuple[int, int, int]]]:
-    """{partition directory: {file name: (size, inode, mtime ns)}} of the visible data files."""
+def listing(location: Location) -> dict[str, dict[str, tuple[int, int, int]]]:
+    """{partition directory: {file name: (size, inode, mtime ns)}} of the visible data files (on HDFS the inode is
+    the file id)."""
     return {d.name: _data_files(d) for d in sorted(location.iterdir()) if d.is_dir() and "=" in d.name}
 
 
@@ -39,7 +43,7 @@ def listing(location: Path) -> dict[str, dict[str, tuple[int, int, int]]]:
 class AccountingBench(harness.Bench):
     scan_runs: int = 0  # 0: no scan query
 
-    def new_table(self, spec: DataSpec, data_dir: Path, contender: str) -> tuple[str, Path]:
+    def new_table(self, spec: DataSpec, data_dir: Path, contender: str) -> tuple[str, Location]:
         table, location = super().new_table(spec, data_dir, contender)
         self._inputs = listing(location)
         return table, location
@@ -47,7 +51,7 @@ class AccountingBench(harness.Bench):
     def _input_bytes(self) -> int:
         return sum(size for files in self._inputs.values() for size, _, _ in files.values())
 
-    def inspect_in_place(self, spec: DataSpec, table: str, location: Path, locations_before: dict) -> dict:
+    def inspect_in_place(self, spec: DataSpec, table: str, location: Location, locations_before: dict) -> dict:
         check = super().inspect_in_place(spec, table, location, locations_before)
         after = listing(location)
         kept = replaced = written = large_kept = files_kept = 0
@@ -75,7 +79,7 @@ class AccountingBench(harness.Bench):
             check["scan_s"] = self._scan(self.spark.table(table).drop(PARTITION_COLUMN))
         return check
 
-    def inspect_output(self, table: str, output: Path) -> dict:
+    def inspect_output(self, table: str, output: Location) -> dict:
         check = super().inspect_output(table, output)
         written = sum(size for d in output.iterdir() if d.is_dir() for size, _, _ in _data_files(d).values())
         check.update(

@@ -23,6 +23,7 @@ CATEGORIES = [f"category_{i:02d}" for i in range(16)]
 FIRST_DAY = datetime.date(2024, 1, 1)
 LARGE = 1_000_000  # the generator seed's file number of a partition's large file
 LARGE_FILE = "part-large.snappy.parquet"
+SUMMARY_FILE = "_benchmark_summary.json"  # in the master copy only
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def generate(spec: DataSpec, root: Path) -> dict:
     import pyarrow.parquet as pq
 
     target = root / spec.name
-    summary_file = target / "_benchmark_summary.json"
+    summary_file = target / SUMMARY_FILE
     if summary_file.exists():
         return json.loads(summary_file.read_text())
     partial = root / f".{spec.name}.partial"
@@ -119,19 +120,20 @@ def generate(spec: DataSpec, root: Path) -> dict:
     if spec.large_rows:
         large = [x.stat().st_size for x in files if x.name == LARGE_FILE]
         summary.update(large_file_bytes_min=min(large), large_file_bytes_max=max(large))
-    (partial / "_benchmark_summary.json").write_text(json.dumps(summary))
+    (partial / SUMMARY_FILE).write_text(json.dumps(summary))
     partial.rename(target)
     return summary
 
 
 def fresh_copy(spec: DataSpec, root: Path, destination: Path) -> Path:
     """A private copy of the master data (each contender and run compacts its own), without the summary file."""
-    shutil.copytree(root / spec.name, destination, ignore=shutil.ignore_patterns("_benchmark_summary.json"))
+    shutil.copytree(root / spec.name, destination, ignore=shutil.ignore_patterns(SUMMARY_FILE))
     return destination
 
 
-def register(spark, database: str, table: str, spec: DataSpec, location: Path) -> str:
-    """Create `database.table` as an external Parquet table over `location` with all its partitions."""
+def register(spark, database: str, table: str, spec: DataSpec, location) -> str:
+    """Create `database.table` as an external Parquet table over `location` (a `Path` or an `HdfsPath`) with all
+    its partitions."""
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     spark.sql(
         f"CREATE EXTERNAL TABLE `{database}`.`{table}` ({COLUMNS}) PARTITIONED BY ({PARTITION_COLUMN} STRING) "

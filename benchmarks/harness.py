@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import cpu, machine
-from benchmarks.datagen import PARTITION_COLUMN, DataSpec, fresh_copy, generate, register
+from benchmarks.datagen import PARTITION_COLUMN, SUMMARY_FILE, DataSpec, fresh_copy, generate, register
+from benchmarks.hdfs_tables import HdfsPath, HdfsTables
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_HOME = REPO / ".bench"
 LAKEKEEPER_VERSION = "0.0.6"
 IN_PROCESS = ("ours", "ours-one-job", "bare-each", "bare-onejob")
+RUN_FILES = ("result.json", "stdout.log", "stderr.log", "lakekeeper.yaml")  # what `run` writes in the run's directory
 
 
 def common_arguments(parser: argparse.ArgumentParser, datasets: list[str], runs: int) -> None:
@@ -66,6 +68,8 @@ class Bench:
     block_size_mb: int = 128
     ratio: float = 10.0
     variants: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # label -> (contender, its arguments)
+    on_hdfs: set[str] = field(default_factory=set)  # labels whose table copies are on the HDFS (`start_hdfs`)
+    hdfs: HdfsTables | None = None
     _fingerprints: dict = field(default_factory=dict)
     _counter: int = 0
 
@@ -84,6 +88,15 @@ class Bench:
     def __exit__(self, *exc) -> None:
         self.spark.stop()
         self.metastore.stop()
+        if self.hdfs is not None:
+            self.hdfs.stop()
+
+    def start_hdfs(self) -> None:
+        """A local HDFS in the work dir for the labels in `on_hdfs` (stopped and removed at the end); started by
+        the first @hdfs run unless before."""
+        if self.hdfs is None:
+            self.hdfs = HdfsTables(self.work_dir / "hadoop")
+            log(f"local HDFS for the @hdfs runs: {self.hdfs.start(self.spark)}")
 
     # ---- data ---------------------------------------------------------------------------------------------
 
@@ -96,16 +109,28 @@ class Bench:
         )
         return summary
 
-    def new_table(self, spec: DataSpec, data_dir: Path, contender: str) -> tuple[str, Path]:
+    def new_table(self, spec: DataSpec, data_dir: Path, contender: str) -> tuple[str, Path | HdfsPath]:
+        """A fresh copy of the data registered as a table: (table, its location), on the HDFS for `on_hdfs`."""
         self._counter += 1
         database = f"bench_{''.join(c if c.isalnum() else '_' for c in contender)}_{self._counter}"  # ours@cluster
-        location = fresh_copy(spec, data_dir, self.work_dir / "runs" / database / "events")
+        self.run_dir(database).mkdir(parents=True)
+        if contender in self.on_hdfs:
+            self.start_hdfs()
+            location = self.hdfs.copy(data_dir / spec.name, f"runs/{database}/events", leave_out=SUMMARY_FILE)
+        else:
+            location = fresh_copy(spec, data_dir, self.run_dir(database) / "events")
         return register(self.spark, database, "events", spec, location), location
 
-    def drop(self, table: str, location: Path) -> None:
+    def run_dir(self, table: str) -> Path:
+        """The local directory of a run's logs and result (the table copy's parent on the local filesystem)."""
+        return self.work_dir / "runs" / table.split(".", 1)[0]
+
+    def drop(self, table: str, location: Path | HdfsPath) -> None:
         database = table.split(".", 1)[0]
         self.spark.sql(f"DROP DATABASE IF EXISTS `{database}` CASCADE")
-        shutil.rmtree(location.parent, ignore_errors=True)
+        if isinstance(location, HdfsPath):
+            location.parent.delete()
+        shutil.rmtree(self.run_dir(table), ignore_errors=True)
 
     # ---- independent checks (our own reads, not the contender's figures) ----------------------------------
 
@@ -136,7 +161,7 @@ class Bench:
             locations[str(partition.spec().get(PARTITION_COLUMN).get())] = str(partition.location().toString())
         return {"table": raw["location"], "partitions": locations}
 
-    def inspect_in_place(self, spec: DataSpec, table: str, location: Path, locations_before: dict) -> dict:
+    def inspect_in_place(self, spec: DataSpec, table: str, location: Path | HdfsPath, locations_before: dict) -> dict:
         """What an in-place contender left: files, extra entries, metastore locations, content, MSCK effect."""
         partition_dirs = set(spec.partition_dirs())
         entries = sorted(p.name for p in location.iterdir())
@@ -145,7 +170,8 @@ class Bench:
             for d in sorted(partition_dirs)
             if (location / d).is_dir()
         ]
-        siblings = sorted(p.name for p in location.parent.iterdir() if p.name != location.name)
+        ours = {location.name, *RUN_FILES}  # a local copy's parent is also the run's own directory
+        siblings = sorted(p.name for p in location.parent.iterdir() if p.name not in ours)
         after = self.table_fingerprint(table)
         locations_after = self.metastore_locations(table)
         check = {
@@ -169,7 +195,7 @@ class Bench:
         }
         return check
 
-    def inspect_output(self, table: str, output: Path) -> dict:
+    def inspect_output(self, table: str, output: Path | HdfsPath) -> dict:
         """What a bare job wrote to its output directory."""
         columns = self.spark.table(table).columns
         data_schema = self.spark.table(table).drop(PARTITION_COLUMN).schema
@@ -195,20 +221,22 @@ class Bench:
         table, location = self.new_table(spec, data_dir, contender)
         before = self.before(spec, table)
         locations_before = self.metastore_locations(table)
-        run_dir = location.parent
+        run_dir = self.run_dir(table)
         result_file = run_dir / "result.json"
-        output = run_dir / "bare-output"
+        output = location.parent / "bare-output"  # on the table copy's filesystem
         kind, arguments = self.variants.get(contender, (contender, []))
+        conf = self.hdfs.spark_conf() if self.hdfs and contender in self.on_hdfs else {}
         if kind in IN_PROCESS:
             command = [
                 sys.executable, "-m", "benchmarks.contenders", kind, *arguments,
+                *(f"--spark-conf={k}={v}" for k, v in conf.items()),
                 "--metastore-uri", self.metastore.uri, "--warehouse", self.warehouse, "--table", table,
                 "--block-size-mb", str(self.block_size_mb), "--ratio", str(self.ratio),
                 "--output", output.as_uri(), "--result", str(result_file),
             ]  # fmt: skip
             env = {**os.environ, "PYTHONPATH": str(REPO)}
         elif kind == "lakekeeper":
-            command, env = lakekeeper_command(self, table, run_dir)
+            command, env = lakekeeper_command(self, table, run_dir, conf)
         else:
             raise ValueError(f"unknown contender {contender}")
         with open(run_dir / "stdout.log", "w") as out, open(run_dir / "stderr.log", "w") as err:
@@ -255,9 +283,10 @@ def lakekeeper_venv() -> Path:
     return venv
 
 
-def lakekeeper_command(bench: Bench, table: str, run_dir: Path) -> tuple[list[str], dict]:
+def lakekeeper_command(bench: Bench, table: str, run_dir: Path, extra_conf: dict[str, str]) -> tuple[list[str], dict]:
     """Lakekeeper's own CLI in local mode: its SparkSession takes master and conf from PYSPARK_SUBMIT_ARGS, set
-    to exactly the Spark conf our runs use (same master, driver memory, shuffle partitions, metastore)."""
+    to exactly the Spark conf our runs use (same master, driver memory, shuffle partitions, metastore, and
+    `extra_conf`: the HDFS client's for an @hdfs run; Lakekeeper reaches files through the Hadoop FileSystem API)."""
     from spark_resources.session import local_hive_conf
 
     venv = lakekeeper_venv()
@@ -266,7 +295,7 @@ def lakekeeper_command(bench: Bench, table: str, run_dir: Path) -> tuple[list[st
         f"block_size_mb: {bench.block_size_mb}\ncompaction_ratio_threshold: {bench.ratio}\nlog_level: INFO\n"
         "spark_submit:\n  enabled: false\n"
     )
-    conf = local_hive_conf(bench.metastore.uri, bench.warehouse, app_name="bench-lk")
+    conf = local_hive_conf(bench.metastore.uri, bench.warehouse, app_name="bench-lk", extra_conf=extra_conf)
     master = conf.pop("spark.master")
     conf.pop("spark.sql.catalogImplementation", None)  # Lakekeeper enables Hive support itself
     submit = ["--master", master] + [x for k, v in conf.items() for x in ("--conf", f"{k}={v}")] + ["pyspark-shell"]

@@ -7,6 +7,7 @@ to 10).
     nice -n 15 .venv/bin/python -m benchmarks.overhead            # 100x20 (5M rows) and 3x200 (demo), 3 runs
     nice -n 15 .venv/bin/python -m benchmarks.overhead --dataset 10x20x500000 --runs 1   # quick
     nice -n 15 .venv/bin/python -m benchmarks.overhead --master local --master cluster   # local mode vs a cluster
+    nice -n 15 .venv/bin/python -m benchmarks.overhead --filesystem local --filesystem hdfs   # local FS vs HDFS
 
 `--master cluster` starts a Spark standalone cluster for the benchmark (`spark_resources/cluster.py`: a Master and
 2 Workers of 1 core, executors of 1 GB: the same 2 cores as local mode's local[2]; the driver in the contender's
@@ -14,6 +15,12 @@ process, client mode) and stops it at the end; `--master spark://HOST:PORT` uses
 runs on each master, labelled `<contender>@<master>`, with local mode's settings otherwise. The CPU figures of a
 run on a cluster are the driver's only (the contender's process and JVM; its executors run under the Workers), so
 they are named `driver_cpu_s`, `driver_cpu_jvm_s`, ... in its results.
+
+`--filesystem hdfs` puts the table copies (and the bare jobs' output) on a local HDFS started for the benchmark
+(benchmarks/hdfs_tables.py: Hadoop's minicluster, a NameNode and a DataNode in one JVM on the same machine) and
+stops it at the end; with `--filesystem local` too, each contender runs on both, interleaved, the HDFS runs
+labelled `<contender>@hdfs` (after the master's suffix: `ours@cluster@hdfs`). The HDFS's JVM is not in any
+contender's CPU figures.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from benchmarks import harness
+from benchmarks import harness, hdfs_tables
 
 CONTENDERS = ["ours", "ours-one-job", "bare-each", "bare-onejob"]
 
@@ -35,31 +42,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--master", action="append", dest="masters", metavar="MASTER",
                         help="where the contenders' Spark runs, repeatable (side by side): local (default), cluster "
                              "(a standalone cluster started for the benchmark) or spark://HOST:PORT")  # fmt: skip
+    hdfs_tables.filesystem_arguments(parser)
     args = parser.parse_args(argv)
     contenders = args.contenders or CONTENDERS
     masters = args.masters or ["local"]
+    filesystems = hdfs_tables.filesystems_of(args)
     payload = harness.base_payload(args)
-    payload["masters"] = masters
+    payload.update(masters=masters, filesystems=filesystems)
     harness.header(payload)
     payload["datasets"] = []
     with (
         harness.Bench(harness.work_dir(args.work_dir), args.block_size_mb, args.ratio) as bench,
         contextlib.ExitStack() as clusters,
     ):
-        labels = []
+        if "hdfs" in filesystems:
+            bench.start_hdfs()
+        labels, on_cluster = [], set()
         for master in masters:
             arguments = [f"--spark-conf={k}={v}" for k, v in spark_conf_for(master, bench.work_dir, clusters).items()]
             for contender in contenders:
-                label = contender + suffix_of(master)
-                bench.variants[label] = (contender, arguments)
-                labels.append(label)
+                for filesystem in filesystems:  # a contender's runs on both back to back
+                    label = contender + suffix_of(master) + hdfs_tables.suffix_of(filesystem)
+                    bench.variants[label] = (contender, arguments)
+                    labels.append(label)
+                    if master != "local":
+                        on_cluster.add(label)
+                    if filesystem == "hdfs":
+                        bench.on_hdfs.add(label)
         for spec in harness.datasets_of(args):
             data = bench.prepare(spec, args.data_dir)
             runs = harness.interleaved(
-                labels, args.runs, lambda c, spec=spec: driver_side(c, bench.run(c, spec, args.data_dir))
+                labels, args.runs, lambda c, spec=spec: driver_side(c in on_cluster, bench.run(c, spec, args.data_dir))
             )
             summary = {c: harness.summarize(r) for c, r in runs.items()}
-            ratios = ratios_of(summary, [suffix_of(m) for m in masters])
+            ratios = ratios_of(summary, list(map(suffix_of, masters)), list(map(hdfs_tables.suffix_of, filesystems)))
             payload["datasets"].append({"data": data, "summary": summary, "ratios": ratios, "runs": runs})
             print_dataset(data, summary, ratios)
     path = harness.write_result("overhead", payload, args.out)
@@ -74,10 +90,10 @@ def suffix_of(master: str) -> str:
 DRIVER_ONLY = ("cpu_s", "cpu_python_s", "cpu_jvm_s", "max_rss_mb")
 
 
-def driver_side(label: str, result: dict) -> dict:
-    """The run's figures, those of `cpu.run` renamed `driver_<name>` for a run on a cluster (`label` has an `@`):
-    they measure the contender's process and its JVM, the driver; the executors run under the cluster's Workers."""
-    if "@" not in label:
+def driver_side(on_cluster: bool, result: dict) -> dict:
+    """The run's figures, those of `cpu.run` renamed `driver_<name>` for a run on a cluster: they measure the
+    contender's process and its JVM, the driver; the executors run under the cluster's Workers."""
+    if not on_cluster:
         return result
     return {f"driver_{key}" if key in DRIVER_ONLY else key: value for key, value in result.items()}
 
@@ -100,15 +116,19 @@ def spark_conf_for(master: str, work_dir: Path, clusters: contextlib.ExitStack) 
     return {"spark.master": master}
 
 
-def ratios_of(summary: dict, suffixes: list[str]) -> dict:
+def ratios_of(summary: dict, masters: list[str], filesystems: list[str]) -> dict:
     """Each engine contender's wall time over each bare one's, and one_job's over per_unit's, where both ran (on
-    each master: `suffixes`); a contender's on a cluster over its own in local mode."""
+    each master and filesystem: their label suffixes); a contender's on a cluster over its own in local mode (on
+    the same filesystem), and its on HDFS over its own on the local filesystem (on the same master)."""
     wall = {c: s["wall_median_s"] for c, s in summary.items()}
     pairs = []
-    for s in suffixes:
-        pairs += [(a + s, b + s) for a in ("ours", "ours-one-job") for b in ("bare-onejob", "bare-each")]
-        pairs.append(("ours-one-job" + s, "ours" + s))
-        pairs += [(c + s, c) for c in CONTENDERS if s]
+    for m in masters:
+        for f in filesystems:
+            s = m + f
+            pairs += [(a + s, b + s) for a in ("ours", "ours-one-job") for b in ("bare-onejob", "bare-each")]
+            pairs.append(("ours-one-job" + s, "ours" + s))
+            pairs += [(c + s, c + f) for c in CONTENDERS if m]
+            pairs += [(c + s, c + m) for c in CONTENDERS if f]
     return {f"{a} / {b}": round(wall[a] / wall[b], 3) for a, b in pairs if a in wall and b in wall}
 
 

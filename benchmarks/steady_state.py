@@ -4,18 +4,24 @@ whole partition, interleaved in one run, each on its own copy; what each rewrote
 
     nice -n 15 .venv/bin/python -m benchmarks.steady_state                 # 100 partitions x (1 large + 10 small)
     nice -n 15 .venv/bin/python -m benchmarks.steady_state --partitions 10 --runs 1      # quick
+    nice -n 15 .venv/bin/python -m benchmarks.steady_state --filesystem local --filesystem hdfs   # local FS vs HDFS
 
 The large file (~3.4 MB, `--large-rows`) counts as large for the 4 MB block size (>= 0.75 x block, the default
 `min_file_size_ratio`); a partition (large + small, ~3.9 MB) still fits one block, so a rewrite of the whole
 partition writes one file, and leaving the large file alone writes one file of the small ones. The ratio (5) makes
 every partition a candidate for Lakekeeper's rule (average file < block / ratio) and for ours.
+
+`--filesystem hdfs` puts the table copies (and the bare job's output) on a local HDFS started for the benchmark
+(benchmarks/hdfs_tables.py), stopped at the end; with `--filesystem local` too, each contender runs on both,
+interleaved, the HDFS runs labelled `<contender>@hdfs`. Lakekeeper runs there too: it takes the location from the
+metastore and reaches the files through the Hadoop FileSystem API, with the same HDFS client settings as ours.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from benchmarks import harness
+from benchmarks import harness, hdfs_tables
 from benchmarks.accounting import AccountingBench, mb
 from benchmarks.datagen import DataSpec
 
@@ -37,6 +43,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                         help="an engine setting for ours (lakekeeper.yaml key), repeatable")  # fmt: skip
     harness.location_arguments(parser)
+    hdfs_tables.filesystem_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -49,29 +56,41 @@ def main(argv: list[str] | None = None) -> None:
         args.partitions, args.small_files, args.partitions * args.small_files * args.small_rows,
         large_rows=args.large_rows,
     )  # fmt: skip
+    filesystems = hdfs_tables.filesystems_of(args)
     payload = harness.base_payload(args)
-    payload["lakekeeper_version"] = harness.LAKEKEEPER_VERSION
+    payload.update(lakekeeper_version=harness.LAKEKEEPER_VERSION, filesystems=filesystems)
     harness.header(payload)
     settings = [x for s in args.setting for x in ("--setting", s)]
-    with AccountingBench(
-        harness.work_dir(args.work_dir), args.block_size_mb, args.ratio, variants={"ours": ("ours", settings)}
-    ) as bench:
+    labels = [c + hdfs_tables.suffix_of(f) for c in contenders for f in filesystems]  # each pair run back to back
+    with AccountingBench(harness.work_dir(args.work_dir), args.block_size_mb, args.ratio) as bench:
+        for label in labels:
+            contender = label.split("@")[0]
+            bench.variants[label] = (contender, settings if contender == "ours" else [])
+        bench.on_hdfs.update(label for label in labels if label.endswith("@hdfs"))
+        if bench.on_hdfs:
+            bench.start_hdfs()
         data = bench.prepare(spec, args.data_dir)
         large_enough = data.get("large_file_bytes_min", 0) >= 0.75 * args.block_size_mb * 2**20
         if not large_enough:
             harness.log(f"WARNING: the large files ({data.get('large_file_bytes_min')} bytes) are below 0.75 x block")
-        runs = harness.interleaved(contenders, args.runs, lambda c: bench.run(c, spec, args.data_dir))
+        runs = harness.interleaved(labels, args.runs, lambda c: bench.run(c, spec, args.data_dir))
     summary = {c: harness.summarize(r) for c, r in runs.items()}
     for contender, s in summary.items():
         s.update(accounting(runs[contender]))
-    ratios = {}
-    if "ours" in summary:
-        ours = summary["ours"]["wall_median_s"]
-        ratios = {f"{c} / ours": round(s["wall_median_s"] / ours, 3) for c, s in summary.items() if c != "ours"}
+    ratios = ratios_of(summary, contenders, list(map(hdfs_tables.suffix_of, filesystems)))
     payload.update(data=data, large_file_is_large=large_enough, summary=summary, ratios=ratios, runs=runs)
     print_summary(data, summary, ratios)
     path = harness.write_result("steady_state", payload, args.out)
     harness.log(f"\nresults: {path}")
+
+
+def ratios_of(summary: dict, contenders: list[str], filesystems: list[str]) -> dict:
+    """Each contender's wall time over ours on the same filesystem (label suffixes `filesystems`), and each one's
+    on HDFS over its own on the local filesystem."""
+    wall = {c: s["wall_median_s"] for c, s in summary.items()}
+    pairs = [(c + f, "ours" + f) for f in filesystems for c in contenders if c != "ours"]
+    pairs += [(c + f, c) for f in filesystems if f for c in contenders]
+    return {f"{a} / {b}": round(wall[a] / wall[b], 3) for a, b in pairs if a in wall and b in wall}
 
 
 def accounting(runs: list[dict]) -> dict:
@@ -91,7 +110,7 @@ def print_summary(data: dict, summary: dict, ratios: dict) -> None:
     rows = [
         [c, s["runs"], s["wall_median_s"], f"{s['wall_min_s']}-{s['wall_max_s']}", s["cpu_median_s"], s["all_exit_0"],
          s["all_content_preserved"], mb(s.get("bytes_replaced")), mb(s.get("bytes_written")),
-         f"{s.get('large_kept', '-')}/{s.get('large_files', '-')}" if c in ("ours", "lakekeeper") else "-"]
+         f"{s['large_kept']}/{s['large_files']}" if "large_kept" in s else "-"]  # in place only
         for c, s in summary.items()
     ]  # fmt: skip
     headers = ["contender", "runs", "wall median s", "range", "cpu s", "exit 0", "content ok", "MB replaced (read)",

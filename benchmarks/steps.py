@@ -29,7 +29,7 @@ STEPS = [
     # Only at top level (the snapshot before planning, the staged output): inside another step it is that step's.
     ("lakekeeper_dagster.engine.fs.storage", "Storage.list_data_files", "listing"),
     ("lakekeeper_dagster.engine.ops.batch", "stage", "write"),
-    ("lakekeeper_dagster.engine.ops.batch", "fingerprints_by_file", "verify"),
+    ("lakekeeper_dagster.engine.ops.batch", "file_fingerprints", "verify"),
     ("lakekeeper_dagster.engine.ops.run", "CompactionRun.ensure_backup", "backup"),
     ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),  # called as `backups.add_partitions`
     ("lakekeeper_dagster.engine.ops.batch", "check_before_swap", "re-list"),
