@@ -7,7 +7,8 @@ CLI := $(VENV)/bin/lakekeeper-dagster
 # `hadoop start` writes (the warehouse on HDFS).
 ifdef HADOOP
 DEMO_DB ?= lakekeeper_demo_hdfs
-DEMO_ENV := LAKEKEEPER_CONFIG=.lakekeeper/hadoop/lakekeeper-hdfs.yaml
+HDFS_CONFIG := $(VENV)/lakekeeper-hdfs-demo.yaml
+DEMO_ENV := LAKEKEEPER_CONFIG=$(HDFS_CONFIG)
 endif
 DEMO_DB ?= lakekeeper_demo
 
@@ -25,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: venv
-	$(if $(HADOOP),$(CLI) hadoop start)
+	$(if $(HADOOP),$(CLI) hadoop start --write-config $(HDFS_CONFIG))
 	$(DEMO_ENV) $(CLI) metastore start
 	$(DEMO_ENV) $(CLI) demo create --database $(DEMO_DB)
 	$(DEMO_ENV) $(CLI) analyze --database $(DEMO_DB)

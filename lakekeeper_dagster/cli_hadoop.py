@@ -39,7 +39,7 @@ def cmd_hadoop(args: argparse.Namespace, config: LakekeeperConfig) -> int:
             f"starting a local HDFS: a NameNode and {hadoop.datanodes} DataNode(s) (home {hadoop.home}) ...", flush=True
         )
         print(f"HDFS running: {hadoop.start()} (client configuration for HADOOP_CONF_DIR: {hadoop.conf_dir})")
-        written = hadoop.home / HDFS_CONFIG_NAME
+        written = Path(args.write_config) if args.write_config else hadoop.home / HDFS_CONFIG_NAME
         text = yaml.safe_dump(hdfs_config(config, hadoop), sort_keys=False)
         written.write_text(f"# Written by `lakekeeper-dagster hadoop start`: the warehouse on the local HDFS.\n{text}")
         print(f"a config with the warehouse on it: {written} (--config-file or LAKEKEEPER_CONFIG)")
@@ -55,4 +55,7 @@ def add_hadoop_parser(sub: argparse._SubParsersAction) -> None:
     """The `hadoop` subcommand."""
     parser = sub.add_parser("hadoop", help="run a local HDFS (Hadoop's minicluster, fetched with Maven once)")
     parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument(
+        "--write-config", help=f"with start: where to write the config using it (default: <home>/{HDFS_CONFIG_NAME})"
+    )
     parser.set_defaults(func=cmd_hadoop)

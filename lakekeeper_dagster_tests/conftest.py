@@ -17,7 +17,7 @@ import pytest
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 
 from lakekeeper_dagster_tests.hdfs import EZ_KEY, GROUPS, dfs, jpath
-from lakekeeper_dagster_tests.jvm import TEST_METASTORE_FLAGS, submit_args
+from lakekeeper_dagster_tests.jvm import TEST_JVM_FLAGS, TEST_METASTORE_FLAGS, submit_args
 from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
 from spark_resources.cluster import SparkCluster
 from spark_resources.hadoop import LocalHadoop
@@ -69,7 +69,7 @@ def _interrupt(signum, frame) -> None:
 # session and temp dirs. The tests of one session-scoped service run in one worker, which starts it once: the KDC with
 # its Kerberized metastore, PostgreSQL. (Tests that run commands in the repository folder are marked
 # `xdist_group("repository")` where they are.)
-XDIST_GROUPS = {"kdc": "kerberos", "postgres": "postgres", "hdfs": "hdfs"}
+XDIST_GROUPS = {"kdc": "kerberos", "postgres": "postgres"}
 # What a `pure` test may not use: each starts a JVM or a server.
 SERVICE_FIXTURES = {"spark", "metastore", "spark_cluster", "kdc", "kerberized_metastore", "postgres", "hdfs"}
 
@@ -162,9 +162,11 @@ def database(spark, request) -> str:
 @pytest.fixture(scope="session")
 def hdfs(spark, tmp_path_factory) -> LocalHadoop:
     """One HDFS for the test session (Hadoop's minicluster: a NameNode and a DataNode, ACLs on, the Trash on, a key
-    store with EZ_KEY, the users of GROUPS in their groups), the session's Spark a client of it; the tests that use
-    it run in one xdist worker."""
-    hadoop = LocalHadoop(home=tmp_path_factory.mktemp("hadoop"), key_provider_keys=[EZ_KEY], groups=GROUPS)
+    store with EZ_KEY, the users of GROUPS in their groups; the test JVMs' flags), the session's Spark a client of
+    it. Each xdist worker that runs an HDFS test starts its own (the tier is spread over both)."""
+    hadoop = LocalHadoop(
+        home=tmp_path_factory.mktemp("hadoop"), key_provider_keys=[EZ_KEY], groups=GROUPS, java_options=TEST_JVM_FLAGS
+    )
     hadoop.start()
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in hadoop.client_conf().items():

@@ -10,10 +10,12 @@ shades against are pyspark's own jars.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,14 +66,23 @@ def minicluster_jar() -> Path:
             f"Maven (Debian: `apt-get install maven`), or put {name} in {jar.parent} yourself."
         )
     jar.parent.mkdir(parents=True, exist_ok=True)
-    command = [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={MINICLUSTER}", f"-DoutputDirectory={jar.parent}"]
-    done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if done.returncode != 0 or not jar.exists():
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-        raise HadoopError(
-            f"Maven could not fetch {MINICLUSTER} (exit {done.returncode}); check that Maven Central (or your "
-            f"mirror in ~/.m2/settings.xml) is reachable. Maven said:\n{tail}"
-        )
+    # One fetch at a time (two test workers may start an HDFS at once), into a directory of its own, then renamed:
+    # a jar that exists is whole.
+    with open(jar.parent / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if jar.exists():
+            return jar
+        with tempfile.TemporaryDirectory(dir=jar.parent, prefix=".fetching-") as fetching:
+            command = [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={MINICLUSTER}", f"-DoutputDirectory={fetching}"]
+            done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            fetched = Path(fetching) / name
+            if done.returncode != 0 or not fetched.exists():
+                tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+                raise HadoopError(
+                    f"Maven could not fetch {MINICLUSTER} (exit {done.returncode}); check that Maven Central (or "
+                    f"your mirror in ~/.m2/settings.xml) is reachable. Maven said:\n{tail}"
+                )
+            os.replace(fetched, jar)
     return jar
 
 
@@ -83,7 +94,8 @@ class LocalHadoop:
     configuration (`conf/core-site.xml`, `conf/hdfs-site.xml`: a HADOOP_CONF_DIR). `key_provider_keys` names keys
     made before the NameNode starts in a local key store (`kms.jceks`), so that encryption zones can be made.
     `groups` gives users (by short name) their groups in the NameNode, whatever the operating system knows of them
-    (Hadoop's static mapping), so that an ordinary user (HADOOP_USER_NAME) can belong to a group.
+    (Hadoop's static mapping), so that an ordinary user (HADOOP_USER_NAME) can belong to a group. `java_options` adds
+    JVM flags.
     """
 
     home: Path
@@ -91,6 +103,7 @@ class LocalHadoop:
     key_provider_keys: list[str] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
     heap: str = "768m"
+    java_options: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).absolute()
@@ -118,13 +131,14 @@ class LocalHadoop:
             return {}
 
     def pid(self) -> int | None:
-        """Pid of the minicluster started from this home, while it runs (not a recycled pid)."""
+        """Pid of the minicluster started from this home, while it runs (not a recycled pid, not another home's)."""
         pid = self._state().get("pid")
         try:
-            alive = pid and MANAGER_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes() if pid else b""
         except OSError:
             return None
-        return pid if alive else None
+        ours = f"hdfs.minidfs.basedir={self.home / 'data'}".encode()
+        return pid if MANAGER_CLASS.encode() in command and ours in command else None
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -170,6 +184,7 @@ class LocalHadoop:
         temp = self.home / "tmp"  # the web servers' jetty directories, not in /tmp
         temp.mkdir(exist_ok=True)
         flags = [f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log_conf.as_uri()}", f"-Djava.io.tmpdir={temp}"]
+        flags += self.java_options
         return [java, *flags, "-cp", classpath]
 
     def _make_keys(self) -> None:
@@ -231,6 +246,8 @@ class LocalHadoop:
         while not (details.exists() and port_is_open(HOST, port)):
             if process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
+                if fresh:  # never formatted: the next start formats it again
+                    shutil.rmtree(self.home / "data", ignore_errors=True)
                 what = f"exited with code {process.returncode}" if process.poll() is not None else "did not start"
                 raise HadoopError(
                     f"the local HDFS {what} (waited {timeout:.0f}s at most). Last lines of {self.log_file}:\n"

@@ -142,3 +142,47 @@ def test_an_ordinary_user_is_refused_a_change_of_owner_or_group_then_carries_the
     assert files_attributes(spark, hives) == [("640", "etl", "hadoop", ["group::r--", "user:etl:r--"])]
     assert attributes(spark, etls)[1:3] == ("etl", "warehouse")  # hive's group for the new directories: not analysts
     assert files_attributes(spark, etls) == [("640", "etl", "warehouse", ["group::r--", "user:bi:r--"])]
+
+    # The superuser's rollback brings back the originals as hive left them, never with the compaction's owner.
+    rollback_table(spark, database, "ev", partition=hives.rsplit("/", 1)[1])
+    assert (attributes(spark, hives), files_attributes(spark, hives)) == found[hives]
+    assert data_files(spark, hives) == originals[hives]
+
+
+def test_an_owner_changed_after_the_check_before_writing_undoes_the_swap(
+    spark, database, hdfs_dir, hdfs, metastore, tmp_path
+):
+    """The check before writing found etl's own partition; one of its files is given to hive before the swap: the
+    new files could not get that owner, so the swap is undone (the setting was not given) and the files stay as
+    hive and etl left them."""
+    root = f"{hdfs_dir}/ev"
+    table = make_table(spark, database, "ev", root, partitions=DATES[:1], files=3)
+    part = f"{root}/date={DATES[0]['date']}"
+    give(spark, hdfs_dir, "755", "root", "supergroup", "user:etl:rwx")
+    for directory in (root, part):
+        give(spark, directory, "750", "etl", "hadoop", "user:etl:rwx")
+    names = data_files(spark, part)
+    for name in names:
+        give(spark, f"{part}/{name}", "640", "etl", "hadoop", "user:bi:r--")
+    before = rows_of(spark, table)
+    release = tmp_path / "release"
+    env = {"HADOOP_USER_NAME": "etl", "LAKEKEEPER_FAULT": f"pause@swapping:{release}"}
+    running = run_cli(["compact", "--table", table], tmp_path, metastore.uri, env, wait=False, config=cli_config(hdfs))
+    try:
+        for line in running.stderr:
+            if "pausing at swapping" in line:  # checked, written, verified, backed up: the swap comes next
+                dfs(spark, part).setOwner(jpath(spark, f"{part}/{names[0]}"), "hive", "hadoop")
+                break
+    finally:
+        release.touch()
+        out, err = running.communicate(timeout=300)
+
+    assert running.returncode == 1, err[-3000:]
+    assert (
+        "its new files could not be given the originals' owner hive (this process may not set them; set "
+        "accept_owner_change: true to compact anyway); the swap was undone" in out
+    ), out + err[-3000:]
+    assert data_files(spark, part) == names
+    assert [a[1:3] for a in files_attributes(spark, part)] == [("hive", "hadoop"), ("etl", "hadoop"), ("etl", "hadoop")]
+    assert rows_of(spark, table) == before
+    assert hidden_dirs(spark, root) == []

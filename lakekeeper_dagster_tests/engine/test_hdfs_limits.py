@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from lakekeeper_dagster.engine.errors import StorageError
+from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.protocol import writers
 from lakekeeper_dagster.engine.statuses import ProgressStep, UnitStatus
@@ -38,8 +39,9 @@ def _untouched(spark, database: str, table: str, location: str, before: list, fi
     """Rows and files as they were, no hidden directory of a run, no backup table."""
     assert rows_of(spark, table) == before
     assert {d: data_files(spark, d) for d in files} == files
-    assert [hidden_dirs(spark, d) for d in [location, *files]] == [[]] * (1 + len(files))
-    assert [t.name for t in spark.catalog.listTables(database) if "backup" in t.name] == []
+    directories = sorted({location, *files, *(unit.rsplit("/", 1)[0] for unit in files)})  # staging: beside a unit
+    assert [hidden_dirs(spark, d) for d in directories] == [[]] * len(directories)
+    assert [t.name for t in spark.catalog.listTables(database) if t.name.startswith("__bkp")] == []
 
 
 def test_a_quota_within_the_table_the_staged_copy_would_exceed_refuses_before_anything_is_written(
@@ -114,8 +116,8 @@ def test_a_quota_above_the_table_without_a_block_to_spare_refuses_the_run_and_le
     location = f"{hdfs_dir}/logs"
     table, (unit,) = _text_table(spark, database, location)
     before, files = rows_of(spark, table), {unit: data_files(spark, unit)}
-    # the table's state (lease, journal) is written beside it: a file there is charged a whole 128 MB block
-    _set_quota(spark, hdfs_dir, space=_usage(spark, hdfs_dir).getSpaceConsumed() + MB)
+    # the table's state (lease, journal) is written beside it, each file charged a whole block (1 MiB) while written
+    _set_quota(spark, hdfs_dir, space=_usage(spark, hdfs_dir).getSpaceConsumed() + MB // 2)
 
     with pytest.raises(StorageError, match=f"The DiskSpace quota of {_bare(hdfs_dir)} is exceeded.*raise that quota"):
         compact_table(spark, database, "logs", OPTIONS)
@@ -221,6 +223,35 @@ def test_a_file_opened_by_a_writer_after_the_snapshot_refuses_the_swap(spark, da
 
     assert (refused.status, refused.raced) == (UnitStatus.FAILED, True)
     assert f"its file {held} is held open by a writer" in refused.reason
+    assert sorted(data_files(spark, unit)) == [f"part-{i}.txt" for i in range(4)]
+    assert hidden_dirs(spark, hdfs_dir) == []
+    assert rows_of(spark, table) == sorted([*original, (100, "appended", "2024-01-01")])
+
+
+def test_a_file_opened_right_before_the_retire_rename_undoes_the_swap(spark, database, hdfs_dir, monkeypatch):
+    """A writer that opens an original after the last check, between it and the retire rename: its stream follows
+    the file into the retired directory, and neither size nor time shows what it appends. Found open once the
+    originals are retired, the swap is undone; the appended row stays in the table."""
+    table, (unit,) = _text_table(spark, database, hdfs_dir)
+    original = rows_of(spark, table)
+    held, streams = f"{unit}/part-1.txt", []
+    carry = Storage.copy_attributes
+
+    def open_before_the_rename(self, source: str, target: str, owners: bool = True) -> list[str]:  # its last step
+        missing = carry(self, source, target, owners)
+        streams.append(dfs(spark, held).append(jpath(spark, held)))  # open, nothing flushed: size, time as before
+        return missing
+
+    monkeypatch.setattr(Storage, "copy_attributes", open_before_the_rename)
+    try:
+        (undone,) = compact_table(spark, database, "logs", OPTIONS)
+    finally:
+        for stream in streams:  # the writer goes on in the file it opened, and closes it
+            stream.write(bytearray(b"100,appended\n"))
+            stream.close()
+
+    assert (undone.status, undone.raced) == (UnitStatus.FAILED, True)
+    assert "was opened by a writer while it was being swapped" in undone.reason and "part-1.txt" in undone.reason
     assert sorted(data_files(spark, unit)) == [f"part-{i}.txt" for i in range(4)]
     assert hidden_dirs(spark, hdfs_dir) == []
     assert rows_of(spark, table) == sorted([*original, (100, "appended", "2024-01-01")])

@@ -7,6 +7,8 @@ import subprocess
 import pytest
 import yaml
 
+from lakekeeper_dagster import cli
+from lakekeeper_dagster_tests.hdfs import dfs, jpath
 from lakekeeper_dagster_tests.surface.test_cli import run_cli
 from spark_resources import hadoop
 from spark_resources.hadoop import HadoopError, LocalHadoop, minicluster_jar
@@ -14,11 +16,18 @@ from spark_resources.processes import gone_within
 
 
 @pytest.mark.slow
-def test_hadoop_start_status_stop_and_restart_keep_the_files(tmp_path):
-    (tmp_path / "lakekeeper.yaml").write_text(f"metastore:\n  home: {tmp_path / 'lk'}\n")
+def test_hadoop_start_status_stop_and_restart_keep_the_files(spark, tmp_path, capsys):
+    """The first start as a user runs it (the command in a process of its own), the rest through `cli.main`."""
+    config = tmp_path / "lakekeeper.yaml"
+    config.write_text(f"metastore:\n  home: {tmp_path / 'lk'}\n")
     home = tmp_path / "lk" / "hadoop"
+
+    def hadoop(*args: str) -> tuple[int, str]:
+        code = cli.main(["--config-file", str(config), "hadoop", *args])
+        return code, capsys.readouterr().out
+
     try:
-        assert run_cli(["hadoop", "status"], tmp_path).returncode == 3
+        assert hadoop("status")[0] == 3
         started = run_cli(["hadoop", "start"], tmp_path)
         assert started.returncode == 0, started.stderr
         uri = LocalHadoop(home).uri
@@ -27,20 +36,24 @@ def test_hadoop_start_status_stop_and_restart_keep_the_files(tmp_path):
         assert written["metastore"]["warehouse_dir"] == f"{uri}/warehouse"
         assert written["metastore"]["home"] == str(tmp_path / "lk")
         assert f"<value>{uri}</value>" in (home / "conf" / "core-site.xml").read_text()
-        status = run_cli(["hadoop", "status"], tmp_path)
-        assert status.returncode == 0 and f"running at {uri}" in status.stdout
-        # A client of pyspark's Hadoop writes a file through the NameNode; it is still there after a restart.
-        _hdfs_shell(home, ["-put", "-", f"{uri}/kept"], b"a line\n")
-        assert "HDFS stopped" in run_cli(["hadoop", "stop"], tmp_path).stdout
-        assert run_cli(["hadoop", "status"], tmp_path).returncode == 3
-        assert run_cli(["hadoop", "start"], tmp_path).returncode == 0
+        code, shown = hadoop("status")
+        assert code == 0 and f"running at {uri}" in shown
+        # Hadoop's own shell, with only the HADOOP_CONF_DIR it wrote, writes a file; it is there after a restart.
+        _hdfs_shell(home, ["-put", "-", "/kept"], b"a line\n")
+        assert "HDFS stopped" in hadoop("stop")[1]
+        assert hadoop("status")[0] == 3
+        elsewhere = tmp_path / "elsewhere.yaml"
+        assert hadoop("start", "--write-config", str(elsewhere))[0] == 0
         assert LocalHadoop(home).uri == uri  # the same port: the metastore's locations still name it
+        assert yaml.safe_load(elsewhere.read_text()) == written
         pid = LocalHadoop(home).pid()
-        assert _hdfs_shell(home, ["-cat", f"{uri}/kept"]) == "a line\n"
+        stream = dfs(spark, uri).open(jpath(spark, f"{uri}/kept"))
+        assert bytes(stream.readAllBytes()) == b"a line\n"
+        stream.close()
     finally:
-        run_cli(["hadoop", "stop"], tmp_path)
+        hadoop("stop")
     assert LocalHadoop(home).pid() is None and gone_within(pid, 0)
-    assert "was not running" in run_cli(["hadoop", "stop"], tmp_path).stdout
+    assert "was not running" in hadoop("stop")[1]
 
 
 def _hdfs_shell(home, args: list[str], stdin: bytes = b"") -> str:

@@ -4,6 +4,7 @@ it writes can be given the owner and group of those they replace, and who it is.
 from __future__ import annotations
 
 import os
+import uuid
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.fs.locations import split_location
@@ -43,17 +44,22 @@ def writable(spark: SparkSession, location: str) -> bool:
     return True
 
 
-def _may_set(fs, status, owner: bool) -> bool:
-    """Whether this process may set the owner (`owner`, with the group) or the group alone of the path of `status`
-    to what it already is: a no-op in effect, which HDFS refuses to anyone but a superuser when the owner is given
-    and to anyone but the path's owner in the group or a superuser when the group alone is, as `chown` refuses
-    its local counterparts to users other than root."""
+def _may_set(fs, status, owner: bool, scratch) -> bool:
+    """Whether this process may give a new entry the owner (`owner`, with the group) or the group alone of the path
+    of `status`: asked by setting them on a scratch directory made for it under `scratch` (a Hadoop Path) and
+    removed at once, so nothing of the originals is touched. HDFS refuses an owner to anyone but a superuser and a
+    group to anyone but a member of it or a superuser; `chown` refuses their local counterparts to users other than
+    root."""
+    probe = fs.makeQualified(scratch.suffix(f"/.lk-probe-{uuid.uuid4().hex}"))
+    fs.mkdirs(probe)
     try:
-        fs.setOwner(status.getPath(), str(status.getOwner()) if owner else None, str(status.getGroup()))
+        fs.setOwner(probe, str(status.getOwner()) if owner else None, str(status.getGroup()))
     except Exception as error:
         if denied(error):
             return False
         raise
+    finally:
+        fs.delete(probe, False)
     return True
 
 
@@ -64,23 +70,25 @@ def foreign_ownership(spark: SparkSession, directory: str, model: str | None) ->
 
     A new file belongs to this process's user and, on HDFS, to the group of the directory it is made in (the
     staging sibling's parent): nothing to set when they match, the common case (the owner runs it), asked of the
-    NameNode only (two or three `getFileStatus`). Otherwise one no-op `setOwner` (`_may_set`) on a path whose owner
-    differs, or per group that differs, tells whether the swap could set it, changing nothing. A group this guess
+    NameNode only (two or three `getFileStatus`). Otherwise one `setOwner` on a scratch directory (`_may_set`) per
+    owner or group that differs tells whether the swap could set it, touching nothing of the table's. A group this guess
     misses (locally a new file gets the user's group unless its directory is setgid) is still named by the swap."""
     java = jvm(spark)
     path = java.org.apache.hadoop.fs.Path(directory)
     fs = path.getFileSystem(hadoop_conf(spark))
     statuses = [fs.getFileStatus(path)] + ([fs.getFileStatus(java.org.apache.hadoop.fs.Path(model))] if model else [])
     user = hadoop_user(spark)
+    parent = java.org.apache.hadoop.fs.Path(split_location(directory)[0])  # where the staging sibling is made
     foreign = next((s for s in statuses if str(s.getOwner()) != user), None)
     if foreign is not None:  # only a superuser may give a file another owner, and then any group too
-        return None if _may_set(fs, foreign, owner=True) else f"owner {foreign.getOwner()} (group {foreign.getGroup()})"
-    made_in = str(fs.getFileStatus(java.org.apache.hadoop.fs.Path(split_location(directory)[0])).getGroup())
+        allowed = _may_set(fs, foreign, True, parent)
+        return None if allowed else f"owner {foreign.getOwner()} (group {foreign.getGroup()})"
+    made_in = str(fs.getFileStatus(parent).getGroup())
     asked = {made_in}
     for status in statuses:  # this user owns them: it may give new files a group it is in
         group = str(status.getGroup())
         if group not in asked:
             asked.add(group)
-            if not _may_set(fs, status, owner=False):
+            if not _may_set(fs, status, False, parent):
                 return f"group {group}"
     return None

@@ -5,13 +5,23 @@ other filesystems have none of these to ask about, so nothing is asked there (on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from lakekeeper_dagster.engine.fs.storage import DataFile, Storage
 from spark_resources.py4j import is_java_error
 
 
+def namenode(storage: Storage, location: str) -> tuple[Any, Any] | None:
+    """The HDFS FileSystem and path behind `location` (a `viewfs://` mount resolved to its namespace), or None when
+    it is not on HDFS."""
+    fs, path = storage.java(location)
+    if str(fs.getScheme()) == "viewfs":
+        fs, path = storage.java(str(fs.resolvePath(path).toString()))
+    return (fs, path) if str(fs.getScheme()) == "hdfs" else None
+
+
 def is_hdfs(storage: Storage, location: str) -> bool:
-    return str(storage.java(location)[0].getScheme()) == "hdfs"
+    return namenode(storage, location) is not None
 
 
 @dataclass(frozen=True)
@@ -32,7 +42,7 @@ def quota(storage: Storage, directory: str) -> Quota | None:
 
     Costly where no quota is set: the NameNode then sums the whole subtree (`getQuotaUsage` falls back to a content
     summary), so ask only of directories whose subtree a run lists anyway."""
-    fs, path = storage.java(directory)
+    fs, path = namenode(storage, directory) or storage.java(directory)
     try:
         usage = fs.getQuotaUsage(path)
     except Exception as error:
@@ -51,15 +61,16 @@ def quota(storage: Storage, directory: str) -> Quota | None:
 
 def write_layout(storage: Storage, directory: str) -> tuple[int, int]:
     """(replication, block size in bytes) of a file written in `directory` with the client's defaults."""
-    fs, path = storage.java(directory)
+    fs, path = namenode(storage, directory) or storage.java(directory)
     return int(fs.getDefaultReplication(path)), int(fs.getDefaultBlockSize(path))
 
 
 def is_encryption_zone_root(storage: Storage, location: str) -> bool:
     """True when `location` is the root of an HDFS encryption zone (never on other filesystems)."""
-    if not is_hdfs(storage, location):
+    resolved = namenode(storage, location)
+    if resolved is None:
         return False
-    fs, path = storage.java(location)
+    fs, path = resolved
     zone = fs.getEZForPath(path)
     if zone is None:
         return False
@@ -69,12 +80,13 @@ def is_encryption_zone_root(storage: Storage, location: str) -> bool:
 
 def snapshots(storage: Storage, location: str) -> list[str] | None:
     """Names of the HDFS snapshots of directory `location` when it is snapshottable, else None (or not HDFS)."""
-    if not is_hdfs(storage, location):
+    resolved = namenode(storage, location)
+    if resolved is None:
         return None
-    fs, path = storage.java(location)
+    fs, path = resolved
     if not fs.getFileStatus(path).isSnapshotEnabled():
         return None
-    listed = fs.listStatus(storage.java(f"{location.rstrip('/')}/.snapshot")[1])
+    listed = fs.listStatus(storage.java(f"{str(path.toString()).rstrip('/')}/.snapshot")[1])
     return sorted(str(s.getPath().getName()) for s in listed)
 
 
@@ -88,7 +100,7 @@ def open_files(storage: Storage, files: list[DataFile]) -> list[str]:
         return []
     held = []
     for file in files:
-        fs, path = storage.java(file.path)
+        fs, path = namenode(storage, file.path) or storage.java(file.path)
         try:
             closed = bool(fs.isFileClosed(path))
         except Exception as error:

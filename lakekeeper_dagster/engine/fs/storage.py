@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+SMALL_FILE_BLOCK = 1024 * 1024  # HDFS's default dfs.namenode.fs-limits.min-block-size
+
+
 @dataclass(frozen=True)
 class DataFile:
     path: str
@@ -234,10 +237,23 @@ class Storage:
         finally:
             stream.close()
 
+    def _create_small(self, fs, path, overwrite: bool):
+        """An output stream for a small file: on HDFS in blocks of 1 MiB (the NameNode's default minimum), since a
+        file being written is charged a whole block, times its replication, against a space quota: a journal record
+        or a lease then costs ~1 MiB each, not 128."""
+        if str(fs.getScheme()) != "hdfs":
+            return fs.create(path, overwrite)
+        try:
+            return fs.create(path, overwrite, 4096, fs.getDefaultReplication(path), SMALL_FILE_BLOCK)
+        except Exception as error:  # a NameNode whose minimum block size is larger: its default then
+            if "block size is less than" not in _cause(error):
+                raise
+            return fs.create(path, overwrite)
+
     def write_text(self, location: str, text: str, overwrite: bool = True) -> None:
         """Write a small text file durably (hflush/hsync before close where the filesystem supports it)."""
         fs = self._fs(location)
-        stream = fs.create(self._path(location), overwrite)
+        stream = self._create_small(fs, self._path(location), overwrite)
         try:
             stream.write(bytearray(text.encode("utf-8")))
             stream.hsync()
@@ -257,7 +273,7 @@ class Storage:
                 fs.mkdirs(path.getParent())  # as create() would
                 self._jvm.java.nio.file.Files.createFile(fs.pathToFile(path).toPath(), no_attributes)
                 overwrite = True
-            stream = fs.create(path, overwrite)
+            stream = self._create_small(fs, path, overwrite)
         except Exception as error:  # py4j wraps FileAlreadyExistsException
             if fs.exists(path):
                 return False
@@ -280,11 +296,6 @@ class Storage:
     def set_modification_time(self, location: str, millis: int) -> None:
         self._fs(location).setTimes(self._path(location), millis, -1)
 
-    def permission(self, location: str) -> str:
-        """Octal permission string of a file or directory (e.g. `755`)."""
-        status = self._fs(location).getFileStatus(self._path(location))
-        return str(status.getPermission().toOctal())
-
     def _full_acl(self, fs, path, status):
         """The full ACL of a path (base entries from its permission bits, extended and default entries), or None
         when its filesystem has no ACLs. HDFS's `setAcl` validates a full ACL: the extended entries alone fail."""
@@ -302,7 +313,7 @@ class Storage:
             status.getPermission(), entries
         )
 
-    def _carry(self, fs, model: _Attributes, target) -> list[str]:
+    def _carry(self, fs, model: _Attributes, target, owners: bool = True) -> list[str]:
         """Give `target` (a FileStatus) the permission, ACL, owner and group of `model`, each only where it differs
         (owner and group where this process may: HDFS lets only a superuser change an owner, and an owner only to
         a group it belongs to); what was not carried, in words."""
@@ -314,7 +325,7 @@ class Storage:
         if extended and not self._full_acl(fs, path, target).equals(model.acl):
             fs.setAcl(path, model.acl)
         owner, group = str(target.getOwner()), str(target.getGroup())
-        if (owner, group) == (model.owner, model.group):
+        if not owners or (owner, group) == (model.owner, model.group):
             return []
         try:
             fs.setOwner(path, model.owner, model.group)
@@ -343,9 +354,10 @@ class Storage:
             str(status.getGroup()),
         )
 
-    def copy_attributes(self, source: str, target: str) -> list[str]:
+    def copy_attributes(self, source: str, target: str, owners: bool = True) -> list[str]:
         """Give the directory `target` and every file in it the attributes of `source` and of `source`'s first data
-        file: permission, full ACL (directory's default ACL included), owner and group where allowed.
+        file: permission, full ACL (directory's default ACL included), owner and group where allowed (not with
+        `owners` False: `target` keeps its own, as a rollback's originals do).
 
         Set on a staged directory before it replaces `source`, so readers never see the new files with other
         rights. Only what differs from what the write gave a file is set: the attributes come from one listing of
@@ -355,13 +367,13 @@ class Storage:
         faults.fail_point("attributes")
         fs = self._fs(source)
         src, dst = self._path(source), self._path(target)
-        missing = self._carry(fs, self._attributes(fs, fs.getFileStatus(src)), fs.getFileStatus(dst))
+        missing = self._carry(fs, self._attributes(fs, fs.getFileStatus(src)), fs.getFileStatus(dst), owners)
         model = next((f for f in fs.listStatus(src) if f.isFile() and not is_hidden(str(f.getPath().getName()))), None)
         if model is not None:
             attributes = self._attributes(fs, model)
             for staged in fs.listStatus(dst):
                 if staged.isFile():
-                    missing += self._carry(fs, attributes, staged)
+                    missing += self._carry(fs, attributes, staged, owners)
         return sorted(set(missing))
 
     def move_to_trash(self, location: str) -> bool:

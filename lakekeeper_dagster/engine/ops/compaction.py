@@ -169,6 +169,8 @@ def _journal(info: TableInfo, options: CompactionOptions, run_id: str, work: lis
             kept=_kept(entries.files, plan, options),
             target_files=plan.write_files,
             snapshot={f.name: [f.size, f.modification_time] for f in entries.files},
+            # read by the swap, the run's and a recovery's (`swap._retire`)
+            details={"accept_owner_change": True} if options.accept_owner_change else {},
         )
         for plan, entries, unit in work
     ]

@@ -29,6 +29,7 @@ from lakekeeper_dagster.engine.protocol.checks import changed_files, check_befor
 from lakekeeper_dagster.engine.protocol.commit import commit_restored, finish_restore
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
+from lakekeeper_dagster.engine.protocol.swap import ORIGINAL_OWNERS
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.statuses import ProgressStep, RunKind, UnitState
 
@@ -168,6 +169,7 @@ def _plan_unit(
             "compaction_journal": compaction.directory,
             "compaction_unit": index,
             "output_snapshot": {f.name: [f.size, f.modification_time] for f in restored},
+            "owners": ORIGINAL_OWNERS,  # the originals keep their own owner and group (`swap._retire`)
         },
     )
     return record, [f for f in present if f.name in written | kept]

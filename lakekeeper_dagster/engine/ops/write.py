@@ -121,7 +121,7 @@ def _quota_exceeded(error: Exception) -> str | None:
     """The NameNode's words when a write exceeded an HDFS quota (it names the directory, its quota and use)."""
     for line in java_messages(error):
         head, _, message = line.partition(": ")
-        if re.search(r"\b(DS|NS)QuotaExceededException\b", head):
+        if re.search(r"\b\w*QuotaExceededException\b", head):  # DS, NS, by storage type
             return " ".join(message.split())[:400]
     return None
 

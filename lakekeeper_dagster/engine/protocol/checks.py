@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.fs.access import foreign_ownership, hadoop_user
-from lakekeeper_dagster.engine.fs.hdfs import is_encryption_zone_root, open_files, snapshots
+from lakekeeper_dagster.engine.fs.hdfs import is_encryption_zone_root, is_hdfs, open_files, snapshots
 from lakekeeper_dagster.engine.fs.locations import is_hidden
 from lakekeeper_dagster.engine.fs.storage import DataFile, DirEntries, Storage
 from lakekeeper_dagster.engine.protocol import writers
@@ -82,10 +82,22 @@ def wait_for_open_files(
 ) -> DirEntries:
     """`entries` (a listing of `live`) once no file of it is held open by a writer (HDFS only: `fs/hdfs.py`), or a
     fresh listing after a wait (a closed file shows its final size and time); a UnitFailure naming the file when
-    one is still open at `deadline` (default: `writers.WRITER_WAIT_SECONDS` from now). `waiting` is told once."""
+    one is still open at `deadline` (default: `writers.WRITER_WAIT_SECONDS` from now). `waiting` is told once.
+
+    A file closed between a listing and the question is found closed with the size it had while open: the directory
+    is listed again once all are closed, and asked again until two listings agree."""
+    if not is_hdfs(storage, live):
+        return entries
     timeout = writers.WRITER_WAIT_SECONDS
     deadline = time.monotonic() + timeout if deadline is None else deadline
-    while held := open_files(storage, entries.files):
+    while True:
+        held = open_files(storage, entries.files)
+        if not held:
+            again = storage.list_entries(live)
+            if _same(again, entries):
+                return entries
+            entries = again
+            continue
         if time.monotonic() > deadline:
             raise UnitFailure(
                 f"{label}: its file {held[0]} is held open by a writer ({len(held)} file(s) not closed) and was not "
@@ -98,7 +110,11 @@ def wait_for_open_files(
             waiting = None
         time.sleep(0.5)
         entries = storage.list_entries(live)
-    return entries
+
+
+def _same(one: DirEntries, other: DirEntries) -> bool:
+    """Two listings of a directory show the same subdirectories and files, of the same sizes and times."""
+    return one.directories == other.directories and one.files == other.files
 
 
 def refuse_owner_change(spark: SparkSession, live: str, files: list[DataFile], label: str) -> None:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from lakekeeper_dagster.engine.errors import StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
+from lakekeeper_dagster.engine.fs.hdfs import is_hdfs, open_files
 from lakekeeper_dagster.engine.fs.locations import child, is_hidden, is_marker
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.protocol.checks import changed_files
@@ -28,6 +29,8 @@ from lakekeeper_dagster.engine.protocol.journal import UnitRecord
 INSTALL_ATTEMPTS = 10
 
 ArrivalRecorder = Callable[[dict[str, str]], None]
+# A unit's `owners` detail: its new files keep their own owner and group (a rollback's originals), never the live's.
+ORIGINAL_OWNERS = "originals"
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +192,23 @@ def _verified(storage: Storage, unit: UnitRecord, directory: str, when: str, car
         )
 
 
+def _refuse_held_open(storage: Storage, unit: UnitRecord, retired: str) -> None:
+    """Undo the swap when a writer opened one of the rewritten originals after the last check (HDFS: what it
+    appends shows in neither size nor time until it closes the file, and its stream follows the file into
+    `retired`, out of the table). Once retired, no new writer reaches them by their old name."""
+    if not is_hdfs(storage, retired):
+        return
+    rewritten = set(unit.known) - set(unit.kept)
+    held = open_files(storage, [f for f in storage.list_data_files(retired) if f.name in rewritten])
+    if held:
+        raise _abort(
+            storage,
+            unit,
+            f"its file {held[0]} was opened by a writer while it was being swapped (what it appends would have left "
+            "the table with the originals)",
+        )
+
+
 def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> list[str]:
     """Give the staged data the originals' attributes, then retire `live` (the rename readers see first); what of
     the attributes this process may not set (`Storage.copy_attributes`)."""
@@ -196,11 +216,19 @@ def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> list[str]:
     if verify:
         _verified(storage, unit, live, "since the compaction read it")
     try:
-        not_carried = storage.copy_attributes(live, incoming)
+        not_carried = storage.copy_attributes(live, incoming, owners=unit.details.get("owners") != ORIGINAL_OWNERS)
     except Exception as error:
         if not verify:
             raise
         raise _abort(storage, unit, f"its attributes could not be given to the new files ({error})") from None
+    if not_carried and verify and not unit.details.get("accept_owner_change"):
+        # The check before writing found them settable; the owner or group changed since, or its guess missed.
+        raise _abort(
+            storage,
+            unit,
+            f"its new files could not be given the originals' {', '.join(not_carried)} (this process may not set "
+            "them; set accept_owner_change: true to compact anyway)",
+        )
     if not_carried:
         log.warning("%s: kept the new files' %s (this process may not change them)", live, ", ".join(not_carried))
     kill_point("retiring")
@@ -241,6 +269,7 @@ def finish_swap(
         if verify:
             # A writer that replaced or deleted a file between the last check and the rename is seen only here.
             _verified(storage, unit, retired, "while it was being swapped", carried_into=incoming)
+            _refuse_held_open(storage, unit, retired)
             if recovering and storage.exists(live) and not unit.details.get("arrived"):
                 raise _abort(storage, unit, f"{live} was written again while its swap was interrupted")
         _carry_kept(storage, unit, retired, incoming)
