@@ -1,5 +1,6 @@
-"""`lakekeeper-dagster hadoop start|stop|status`: a local HDFS (`spark_resources/hadoop.py`) beside the local
-metastore, and the config that puts the warehouse (so new databases and their tables) on it."""
+"""`lakekeeper-dagster hadoop start|stop|status`: a local HDFS, and with `--yarn` a local YARN
+(`spark_resources/hadoop.py`), beside the local metastore, and the config that puts the warehouse (so new databases
+and their tables) on it and, with YARN, runs Spark there."""
 
 from __future__ import annotations
 
@@ -9,39 +10,59 @@ from pathlib import Path
 import yaml
 
 from lakekeeper_dagster.config import LakekeeperConfig
+from spark_resources import yarn
 from spark_resources.hadoop import LocalHadoop
 
 HDFS_CONFIG_NAME = "lakekeeper-hdfs.yaml"
+YARN_NODEMANAGERS = 2
 
 
-def local_hadoop(config: LakekeeperConfig) -> LocalHadoop:
-    """The HDFS whose files live beside the local metastore's (`<metastore.home>/hadoop`)."""
-    return LocalHadoop(home=Path(config.metastore.home) / "hadoop")
+def local_hadoop(config: LakekeeperConfig, nodemanagers: int = 0) -> LocalHadoop:
+    """The Hadoop whose files live beside the local metastore's (`<metastore.home>/hadoop`)."""
+    return LocalHadoop(home=Path(config.metastore.home) / "hadoop", nodemanagers=nodemanagers)
 
 
 def hdfs_config(config: LakekeeperConfig, hadoop: LocalHadoop) -> dict:
     """The config of `config`'s metastore with Spark's warehouse on the running HDFS: databases created through it
-    (`demo create`) and their tables live there."""
+    (`demo create`) and their tables live there. With YARN, Spark runs there in client mode (the driver in the
+    calling process, as on an edge node; HADOOP_CONF_DIR must name `hadoop.conf_dir`)."""
+    spark_submit: dict = {"extra_conf": hadoop.spark_conf()}
+    if hadoop.has_yarn:
+        spark_submit = {
+            "enabled": True,
+            "master": "yarn",
+            "deploy_mode": "client",
+            "queue": "default",
+            "num_executors": 2,
+            "executor_cores": 1,
+            "executor_memory": yarn.EXECUTOR_MEMORY,
+            "extra_conf": hadoop.yarn_spark_conf(),
+        }
     return {
         "metastore": {
             "uri": config.metastore.uri,
             "home": str(Path(config.metastore.home).absolute()),
             "warehouse_dir": f"{hadoop.uri}/warehouse",
         },
-        "spark_submit": {"extra_conf": hadoop.spark_conf()},
+        "spark_submit": spark_submit,
     }
 
 
 def cmd_hadoop(args: argparse.Namespace, config: LakekeeperConfig) -> int:
-    hadoop = local_hadoop(config)
+    hadoop = local_hadoop(config, YARN_NODEMANAGERS if args.yarn else 0)
     if args.action == "start":
-        print(
-            f"starting a local HDFS: a NameNode and {hadoop.datanodes} DataNode(s) (home {hadoop.home}) ...", flush=True
-        )
-        print(f"HDFS running: {hadoop.start()} (client configuration for HADOOP_CONF_DIR: {hadoop.conf_dir})")
+        nodes = f"a NameNode and {hadoop.datanodes} DataNode(s)"
+        if args.yarn:
+            nodes += f", a ResourceManager and {hadoop.nodemanagers} NodeManagers"
+        print(f"starting a local Hadoop: {nodes} (home {hadoop.home}) ...", flush=True)
+        print(f"HDFS running: {hadoop.start()}")
+        if hadoop.has_yarn:
+            print(hadoop.status())
+        print(f"client configuration: export HADOOP_CONF_DIR={hadoop.conf_dir}")
         written = Path(args.write_config) if args.write_config else hadoop.home / HDFS_CONFIG_NAME
         text = yaml.safe_dump(hdfs_config(config, hadoop), sort_keys=False)
-        written.write_text(f"# Written by `lakekeeper-dagster hadoop start`: the warehouse on the local HDFS.\n{text}")
+        what = "the warehouse on the local HDFS" + (", Spark on its YARN (HADOOP_CONF_DIR above)" if args.yarn else "")
+        written.write_text(f"# Written by `lakekeeper-dagster hadoop start`: {what}.\n{text}")
         print(f"a config with the warehouse on it: {written} (--config-file or LAKEKEEPER_CONFIG)")
     elif args.action == "stop":
         print("HDFS stopped (its files stay for the next start)" if hadoop.stop() else "HDFS was not running")
@@ -55,6 +76,11 @@ def add_hadoop_parser(sub: argparse._SubParsersAction) -> None:
     """The `hadoop` subcommand."""
     parser = sub.add_parser("hadoop", help="run a local HDFS (Hadoop's minicluster, fetched with Maven once)")
     parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument(
+        "--yarn",
+        action="store_true",
+        help=f"with start: also a YARN (a ResourceManager and {YARN_NODEMANAGERS} NodeManagers) for Spark to run on",
+    )
     parser.add_argument(
         "--write-config", help=f"with start: where to write the config using it (default: <home>/{HDFS_CONFIG_NAME})"
     )

@@ -1,44 +1,49 @@
-"""A local HDFS on this machine: Hadoop's own minicluster (a real NameNode and DataNodes in one JVM), for tests,
-benchmarks and trials on the filesystem the users run.
+"""A local Hadoop on this machine: Hadoop's own minicluster (a real NameNode and DataNodes and, when asked, a YARN
+ResourceManager and NodeManagers, in one JVM), for tests, benchmarks and trials on the systems the users run.
 
 Started like the local metastore: a process in a session of its own, its pid and ports in `hadoop.json` under a home
-directory, free loopback ports, stopped only when it is the one this home started. Its jar,
-`org.apache.hadoop:hadoop-client-minicluster`, comes from Maven once (into `jar_cache()`), at the version of the
-Hadoop client pyspark ships (`HADOOP_VERSION`, checked against pyspark's `hadoop-client-api` jar); the classes it
-shades against are pyspark's own jars.
+directory, free loopback ports, stopped only when it is the one this home started. `LocalHadoopCluster.java` (run by
+`java` from source) starts Hadoop's `MiniDFSCluster` and `MiniYARNCluster`. Its jar,
+`org.apache.hadoop:hadoop-client-minicluster`, comes from Maven once (into `jar_cache()`) with the few jars its YARN
+half loads beside it (MAVEN_JARS), at the version of the Hadoop client pyspark ships (`HADOOP_VERSION`, checked
+against pyspark's `hadoop-client-api` jar); the classes it shades against are pyspark's own jars.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_resources import yarn
 from spark_resources.errors import ResourceError
+from spark_resources.maven import maven_jar
 from spark_resources.metastore import _site_xml, free_port, java_executable, port_is_open, pyspark_jars_dir
 from spark_resources.processes import stop_process
 
 HADOOP_VERSION = "3.5.0"  # pyspark 4.3's Hadoop client (hadoop-client-api-3.5.0.jar)
 MINICLUSTER = f"org.apache.hadoop:hadoop-client-minicluster:{HADOOP_VERSION}"
-MANAGER_CLASS = "org.apache.hadoop.mapreduce.MiniHadoopClusterManager"
+# What the minicluster jar leaves out and MiniYARNCluster loads: JUnit's assertions (its test directory helper) and
+# Bouncy Castle (the ResourceManager's proxy CA), at the versions Hadoop 3.5.0 builds with.
+MAVEN_JARS = [
+    MINICLUSTER,
+    "org.junit.jupiter:junit-jupiter-api:5.10.2",
+    "org.opentest4j:opentest4j:1.3.0",
+    "org.bouncycastle:bcprov-jdk18on:1.78.1",
+    "org.bouncycastle:bcpkix-jdk18on:1.78.1",
+    "org.bouncycastle:bcutil-jdk18on:1.78.1",
+]
+LAUNCHER = Path(__file__).with_name("LocalHadoopCluster.java")
 HOST = "127.0.0.1"
 TRASH_MINUTES = 1440  # the NameNode's fs.trash.interval: a day, as CDP and HDP ship it
 
 
 class HadoopError(ResourceError):
     """The local HDFS could not be fetched, started, reached or stopped."""
-
-
-def jar_cache() -> Path:
-    """Where the minicluster jar is kept once fetched ($LAKEKEEPER_JAR_CACHE, else ~/.cache/lakekeeper-dagster)."""
-    root = os.environ.get("LAKEKEEPER_JAR_CACHE") or Path.home() / ".cache" / "lakekeeper-dagster"
-    return Path(root) / "jars"
 
 
 def _check_client_version() -> None:
@@ -52,46 +57,20 @@ def _check_client_version() -> None:
         )
 
 
-def minicluster_jar() -> Path:
-    """The minicluster jar, fetched with Maven (`mvn dependency:copy`) on first use."""
+def hadoop_jars() -> list[Path]:
+    """The jars of MAVEN_JARS, each fetched with Maven on first use (`maven.maven_jar`)."""
     _check_client_version()
-    name = f"hadoop-client-minicluster-{HADOOP_VERSION}.jar"
-    jar = jar_cache() / name
-    if jar.exists():
-        return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise HadoopError(
-            f"Maven (`mvn`) is not on PATH: the local HDFS needs {MINICLUSTER} from Maven Central once. Install "
-            f"Maven (Debian: `apt-get install maven`), or put {name} in {jar.parent} yourself."
-        )
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    # One fetch at a time (two test workers may start an HDFS at once), into a directory of its own, then renamed:
-    # a jar that exists is whole.
-    with open(jar.parent / ".fetch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if jar.exists():
-            return jar
-        with tempfile.TemporaryDirectory(dir=jar.parent, prefix=".fetching-") as fetching:
-            command = [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={MINICLUSTER}", f"-DoutputDirectory={fetching}"]
-            done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-            fetched = Path(fetching) / name
-            if done.returncode != 0 or not fetched.exists():
-                tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-                raise HadoopError(
-                    f"Maven could not fetch {MINICLUSTER} (exit {done.returncode}); check that Maven Central (or "
-                    f"your mirror in ~/.m2/settings.xml) is reachable. Maven said:\n{tail}"
-                )
-            os.replace(fetched, jar)
-    return jar
+    return [maven_jar(artifact) for artifact in MAVEN_JARS]
 
 
 @dataclass
 class LocalHadoop:
-    """An HDFS of `datanodes` DataNodes (ACLs on, a Trash of TRASH_MINUTES) whose files live under `home`.
+    """An HDFS of `datanodes` DataNodes (ACLs on, a Trash of TRASH_MINUTES) whose files live under `home`, and with
+    `nodemanagers` > 0 a YARN of that many NodeManagers (`yarn.py`).
 
-    `home` holds `hadoop.json` (pid and NameNode port), `hadoop.log`, the blocks and metadata (`data/`) and the client
-    configuration (`conf/core-site.xml`, `conf/hdfs-site.xml`: a HADOOP_CONF_DIR). `key_provider_keys` names keys
+    `home` holds `hadoop.json` (pid and ports), `hadoop.log`, the blocks and metadata (`data/`), YARN's directories
+    (`yarn/`: containers' working directories and logs) and the client configuration (`conf/core-site.xml`,
+    `conf/hdfs-site.xml`, with YARN `conf/yarn-site.xml`: a HADOOP_CONF_DIR). `key_provider_keys` names keys
     made before the NameNode starts in a local key store (`kms.jceks`), so that encryption zones can be made.
     `groups` gives users (by short name) their groups in the NameNode, whatever the operating system knows of them
     (Hadoop's static mapping), so that an ordinary user (HADOOP_USER_NAME) can belong to a group. `java_options` adds
@@ -100,6 +79,7 @@ class LocalHadoop:
 
     home: Path
     datanodes: int = 1
+    nodemanagers: int = 0
     key_provider_keys: list[str] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
     heap: str = "768m"
@@ -138,7 +118,7 @@ class LocalHadoop:
         except OSError:
             return None
         ours = f"hdfs.minidfs.basedir={self.home / 'data'}".encode()
-        return pid if MANAGER_CLASS.encode() in command and ours in command else None
+        return pid if LAUNCHER.name.encode() in command and ours in command else None
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -165,10 +145,29 @@ class LocalHadoop:
         """`client_conf` as Spark settings (`spark.hadoop.*`)."""
         return {f"spark.hadoop.{key}": value for key, value in self.client_conf().items()}
 
+    @property
+    def has_yarn(self) -> bool:
+        """Whether the running minicluster has a ResourceManager (it was started with NodeManagers)."""
+        return bool(self._state().get("yarn")) and self.is_running()
+
+    def yarn_spark_conf(self) -> dict[str, str]:
+        """The Spark settings of an application on this YARN (`yarn.spark_conf`) beside `spark_conf`; Spark also
+        needs HADOOP_CONF_DIR set to `conf_dir`."""
+        if not self.has_yarn:
+            raise HadoopError(
+                f"no local YARN runs from {self.home}; start it (`lakekeeper-dagster hadoop start --yarn`)"
+            )
+        return {**self.spark_conf(), **yarn.spark_conf(self.uri)}
+
     def status(self) -> str:
         if not self.is_running():
             return f"stopped (home {self.home})"
-        return f"running at {self.uri} (pid {self.pid()}, {self.datanodes} DataNode(s), home {self.home})"
+        nodes = f"{self.datanodes} DataNode(s)"
+        if self.has_yarn:
+            address = self._state()["yarn"]["yarn.resourcemanager.address"]
+            web = self._state()["yarn"].get("yarn.resourcemanager.webapp.address")
+            nodes += f", YARN at {address} (web UI http://{web}), {self._state()['nodemanagers']} NodeManager(s)"
+        return f"running at {self.uri} (pid {self.pid()}, {nodes}, home {self.home})"
 
     def java(self, *classpath_first: Path) -> list[str]:
         """`java` with the minicluster's classpath (after `classpath_first`): Hadoop's tools (`FsShell`,
@@ -180,10 +179,12 @@ class LocalHadoop:
             "appender.out.name = out\nappender.out.target = SYSTEM_ERR\nappender.out.layout.type = PatternLayout\n"
             "appender.out.layout.pattern = %d %p %c{1}: %m%n\n"
         )
-        classpath = os.pathsep.join([*map(str, classpath_first), str(minicluster_jar()), str(pyspark_jars_dir() / "*")])
+        jars = [*classpath_first, *hadoop_jars(), pyspark_jars_dir() / "*"]
+        classpath = os.pathsep.join(map(str, jars))
         temp = self.home / "tmp"  # the web servers' jetty directories, not in /tmp
         temp.mkdir(exist_ok=True)
         flags = [f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log_conf.as_uri()}", f"-Djava.io.tmpdir={temp}"]
+        flags.append(f"-Dtest.build.data={self.home / 'yarn'}")  # MiniYARNCluster's directories
         flags += self.java_options
         return [java, *flags, "-cp", classpath]
 
@@ -197,15 +198,22 @@ class LocalHadoop:
             if done.returncode != 0:
                 raise HadoopError(f"could not create key {key} in {self.key_provider}: {done.stderr.strip()}")
 
-    def start(self, timeout: float = 120.0) -> str:
-        """Start the NameNode and DataNodes (a no-op when they run from this home); the NameNode's URI once every
-        DataNode has registered. The filesystem persists across restarts, on the same port while it is free (the
-        metastore's locations name it); the first start formats it and makes the keys."""
+    def start(self, timeout: float = 180.0) -> str:
+        """Start the NameNode and DataNodes, and the ResourceManager and NodeManagers with `nodemanagers` (a no-op
+        when they run from this home); the NameNode's URI once every node has registered. The filesystem persists
+        across restarts, on the same port while it is free (the metastore's locations name it); the first start
+        formats it and makes the keys. A start with YARN stages Spark's jars on HDFS once
+        (`yarn.spark_archive_path`)."""
         if self.is_running():
+            if self.nodemanagers and not self.has_yarn:
+                raise HadoopError(
+                    f"the local Hadoop of {self.home} runs without YARN; stop it (`lakekeeper-dagster hadoop stop`) "
+                    "and start it with YARN (`hadoop start --yarn`)"
+                )
             return self.uri
         self.conf_dir.mkdir(parents=True, exist_ok=True)
-        details = self.home / "details.json"
-        details.unlink(missing_ok=True)
+        ready = self.home / "ready.json"
+        ready.unlink(missing_ok=True)
         fresh = not (self.home / "data").exists()
         if fresh:
             (self.home / "kms.jceks").unlink(missing_ok=True)
@@ -228,10 +236,15 @@ class LocalHadoop:
         (server_conf / "core-site.xml").write_text(
             _site_xml({"hadoop.user.group.static.mapping.overrides": mapping} if mapping else {})
         )
-        command = [*self.java(server_conf), MANAGER_CLASS, "-nomr", *(["-format"] if fresh else [])]
-        command += ["-datanodes", str(self.datanodes)]
-        command += ["-nnport", str(port), "-writeDetails", str(details)]
+        (server_conf / "capacity-scheduler.xml").write_text(yarn.capacity_scheduler_xml())
+        command = [*self.java(server_conf), str(LAUNCHER), "--ready", str(ready), *(["--format"] if fresh else [])]
+        command += ["--datanodes", str(self.datanodes), "--nodemanagers", str(self.nodemanagers)]
+        command += ["--namenode-port", str(port)]
+        if self.nodemanagers:
+            command += ["--spark-jars", str(pyspark_jars_dir()), "--spark-archive", yarn.spark_archive_path()]
+            settings.update(yarn.server_settings(self.home))
         command += [arg for key, value in settings.items() if value for arg in ("-D", f"{key}={value}")]
+        java_home = str(Path(java_executable()).resolve().parents[1])  # the containers' java ($JAVA_HOME)
         with open(self.log_file, "ab") as log:
             process = subprocess.Popen(
                 command,
@@ -239,11 +252,12 @@ class LocalHadoop:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.home,
+                env={**os.environ, "JAVA_HOME": java_home},
                 start_new_session=True,
             )
         self.state_file.write_text(json.dumps({"pid": process.pid, "namenode_port": port}))
         deadline = time.monotonic() + timeout
-        while not (details.exists() and port_is_open(HOST, port)):
+        while not (ready.exists() and port_is_open(HOST, port)):
             if process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 if fresh:  # never formatted: the next start formats it again
@@ -254,13 +268,21 @@ class LocalHadoop:
                     f"{self.log_tail()}"
                 )
             time.sleep(0.3)
+        yarn_addresses = yarn.client_settings(json.loads(ready.read_text()))
+        state = {"pid": process.pid, "namenode_port": port, "yarn": yarn_addresses, "nodemanagers": self.nodemanagers}
+        self.state_file.write_text(json.dumps(state))
         self._write_client_conf()
         return self.uri
 
     def _write_client_conf(self) -> None:
-        """core-site.xml (the default filesystem) and hdfs-site.xml for a HADOOP_CONF_DIR."""
+        """core-site.xml (the default filesystem), hdfs-site.xml and, with YARN, yarn-site.xml for a
+        HADOOP_CONF_DIR."""
         (self.conf_dir / "core-site.xml").write_text(_site_xml({"fs.defaultFS": self.uri}))
         (self.conf_dir / "hdfs-site.xml").write_text(_site_xml(self.client_conf()))
+        yarn_site = self.conf_dir / "yarn-site.xml"
+        yarn_site.unlink(missing_ok=True)
+        if self.has_yarn:
+            yarn_site.write_text(_site_xml(self._state()["yarn"]))
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -269,9 +291,12 @@ class LocalHadoop:
             return "(no log)"
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """Stop the minicluster this home started (its files stay for the next start); True when it was
+        """Stop the minicluster this home started (its files stay for the next start), and any container its
+        NodeManagers left running (they end theirs when stopped in order, not when killed); True when it was
         running."""
         pid = self.pid()
         if pid is not None:
             stop_process(pid, timeout)
+        for container in yarn.container_pids(self.home / "yarn"):
+            stop_process(container, 5.0)
         return pid is not None

@@ -7,6 +7,7 @@ import os
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from spark_resources.errors import ResourceError
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf
 
 # Settings that keep a local-mode driver light; a cluster config overrides them through extra_conf.
@@ -45,6 +46,14 @@ def hive_spark_conf(
 
 def start_spark_session(conf: dict[str, str]) -> SparkSession:
     """Create (or return the running) Spark session with these settings and Hive support."""
+    if conf.get("spark.master", "").startswith("yarn") and not (
+        os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")
+    ):
+        raise ResourceError(
+            "spark_submit.master is yarn, and neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set: Spark finds the "
+            "ResourceManager through the cluster's client configuration. Set HADOOP_CONF_DIR to its directory (the "
+            "local one's: `lakekeeper-dagster hadoop start --yarn` prints it). Nothing was done"
+        )
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
     builder = SparkSession.builder
     for key, value in conf.items():

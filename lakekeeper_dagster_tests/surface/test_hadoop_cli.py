@@ -11,7 +11,8 @@ from lakekeeper_dagster import cli
 from lakekeeper_dagster_tests.hdfs import dfs, jpath
 from lakekeeper_dagster_tests.surface.test_cli import run_cli
 from spark_resources import hadoop
-from spark_resources.hadoop import HadoopError, LocalHadoop, minicluster_jar
+from spark_resources.hadoop import HadoopError, LocalHadoop, hadoop_jars
+from spark_resources.maven import MavenError
 from spark_resources.processes import gone_within
 
 
@@ -68,8 +69,8 @@ def _hdfs_shell(home, args: list[str], stdin: bytes = b"") -> str:
 def test_without_maven_the_fetch_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("LAKEKEEPER_JAR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(HadoopError, match=r"Maven \(`mvn`\) is not on PATH.*apt-get install maven"):
-        minicluster_jar()
+    with pytest.raises(MavenError, match=r"Maven \(`mvn`\) is not on PATH.*apt-get install maven"):
+        hadoop_jars()
     assert not (tmp_path / "cache" / "jars").exists()
 
 
@@ -77,4 +78,4 @@ def test_without_maven_the_fetch_says_what_to_install(tmp_path, monkeypatch):
 def test_a_minicluster_of_another_hadoop_than_pysparks_is_refused(monkeypatch):
     monkeypatch.setattr(hadoop, "HADOOP_VERSION", "3.4.1")
     with pytest.raises(HadoopError, match=r"pyspark's Hadoop client is hadoop-client-api-3\.5\.0\.jar, not 3\.4\.1"):
-        minicluster_jar()
+        hadoop_jars()
