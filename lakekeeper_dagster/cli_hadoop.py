@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 
 from lakekeeper_dagster.config import LakekeeperConfig
-from spark_resources import yarn
 from spark_resources.hadoop import LocalHadoop
+from spark_resources.yarn import LocalYarn
 
 HDFS_CONFIG_NAME = "lakekeeper-hdfs.yaml"
 YARN_NODEMANAGERS = 2
@@ -26,18 +26,7 @@ def hdfs_config(config: LakekeeperConfig, hadoop: LocalHadoop) -> dict:
     """The config of `config`'s metastore with Spark's warehouse on the running HDFS: databases created through it
     (`demo create`) and their tables live there. With YARN, Spark runs there in client mode (the driver in the
     calling process, as on an edge node; HADOOP_CONF_DIR must name `hadoop.conf_dir`)."""
-    spark_submit: dict = {"extra_conf": hadoop.spark_conf()}
-    if hadoop.has_yarn:
-        spark_submit = {
-            "enabled": True,
-            "master": "yarn",
-            "deploy_mode": "client",
-            "queue": "default",
-            "num_executors": 2,
-            "executor_cores": 1,
-            "executor_memory": yarn.EXECUTOR_MEMORY,
-            "extra_conf": hadoop.yarn_spark_conf(),
-        }
+    spark_submit = LocalYarn(hadoop).spark_submit() if hadoop.has_yarn else {"extra_conf": hadoop.spark_conf()}
     return {
         "metastore": {
             "uri": config.metastore.uri,

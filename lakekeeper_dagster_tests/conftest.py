@@ -2,8 +2,10 @@
 
 `pytest --spark-cluster` runs the tests marked `cluster` (and only those) with that session on a Spark standalone
 cluster the suite starts (a Master and two Workers from pyspark's jars, executors in JVMs of their own, the driver in
-the pytest process: client mode, as with YARN); the CLI subprocesses of `tables.run_cli` run on it too. A cluster that
-cannot start fails the run. Without the option the cluster-only tests (`cluster(only=True)`) are deselected.
+the pytest process: client mode); `pytest --spark-cluster=yarn` runs them on YARN (the local Hadoop's
+ResourceManager and two NodeManagers, Spark's jars staged on its HDFS; client mode). The CLI subprocesses of
+`tables.run_cli` run there too. A cluster that cannot start fails the run. Without the option the cluster-only tests
+(`cluster(only=True)`) are deselected.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import yaml
 from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
 
 from lakekeeper_dagster_tests.hdfs import EZ_KEY, GROUPS, dfs, jpath
@@ -23,6 +26,8 @@ from spark_resources.cluster import SparkCluster
 from spark_resources.hadoop import LocalHadoop
 from spark_resources.metastore import MetastoreServer, free_port
 from spark_resources.session import local_hive_conf, start_spark_session
+from spark_resources.settings import SparkSubmitSettings, render_spark_conf
+from spark_resources.yarn import LocalYarn
 
 _db_counter = itertools.count()
 
@@ -35,10 +40,19 @@ CLUSTER_OPTION = "--spark-cluster"
 # The cluster's apps: the test session's and a CLI subprocess's run at once, each on 2 executors of 1 core (one on
 # each Worker: a shuffle crosses JVMs), so a Worker offers 2 cores.
 TEST_CLUSTER = {"workers": 2, "worker_cores": 2, "app_cores": 2}
+# On YARN the tests' tables stay on the local filesystem (their paths name no scheme): the default filesystem of the
+# sessions there is the local one, not the HDFS of the YARN's HADOOP_CONF_DIR.
+LOCAL_DEFAULT_FS = {"spark.hadoop.fs.defaultFS": "file:///"}
 
 
 def pytest_addoption(parser) -> None:
-    parser.addoption(CLUSTER_OPTION, action="store_true", help="run the `cluster` tests on a Spark standalone cluster")
+    parser.addoption(
+        CLUSTER_OPTION,
+        nargs="?",
+        const="standalone",
+        choices=["standalone", "yarn"],
+        help="run the `cluster` tests on a Spark standalone cluster, or on YARN (--spark-cluster=yarn)",
+    )
 
 
 def pytest_configure(config) -> None:
@@ -106,10 +120,28 @@ def fresh_definitions_load():
 
 
 @pytest.fixture(scope="session")
-def spark_cluster(request, tmp_path_factory) -> SparkCluster | None:
-    """The Spark standalone cluster of a `--spark-cluster` run (None otherwise); stopped at the end."""
-    if not request.config.getoption(CLUSTER_OPTION):
+def spark_cluster(request, tmp_path_factory) -> SparkCluster | LocalYarn | None:
+    """The cluster of a `--spark-cluster` run (None otherwise): a Spark standalone cluster, or with
+    `--spark-cluster=yarn` the local Hadoop's YARN (HADOOP_CONF_DIR set to its client configuration); stopped at the
+    end."""
+    kind = request.config.getoption(CLUSTER_OPTION)
+    if not kind:
         yield None
+        return
+    if kind == "yarn":
+        hadoop = LocalHadoop(
+            home=tmp_path_factory.mktemp("yarn"), nodemanagers=2, groups=GROUPS, java_options=TEST_JVM_FLAGS
+        )
+        try:
+            hadoop.start()
+            os.environ["HADOOP_CONF_DIR"] = str(hadoop.conf_dir)
+            cluster = LocalYarn(hadoop, extra_conf=LOCAL_DEFAULT_FS)
+            os.environ[CLI_CONFIG_ENV] = yaml.safe_dump({"spark_submit": cluster.spark_submit()})
+            yield cluster
+        finally:
+            os.environ.pop(CLI_CONFIG_ENV, None)
+            os.environ.pop("HADOOP_CONF_DIR", None)
+            hadoop.stop()
         return
     cluster = SparkCluster(home=tmp_path_factory.mktemp("spark_cluster"), **TEST_CLUSTER)
     try:
@@ -119,6 +151,13 @@ def spark_cluster(request, tmp_path_factory) -> SparkCluster | None:
     finally:
         os.environ.pop(CLI_CONFIG_ENV, None)
         cluster.stop()
+
+
+def cluster_session_conf(cluster: SparkCluster | LocalYarn | None) -> dict[str, str]:
+    """The Spark conf that puts a session in this process on `cluster` (client mode)."""
+    if isinstance(cluster, LocalYarn):
+        return render_spark_conf(SparkSubmitSettings.model_validate(cluster.spark_submit()))
+    return cluster.session_conf() if cluster else {}
 
 
 @pytest.fixture(scope="session")
@@ -136,7 +175,7 @@ def spark(metastore, spark_cluster):
     """The one Spark session of the test session, pointed at the test metastore (on the cluster with
     `--spark-cluster`)."""
     os.environ["LAKEKEEPER_METASTORE_URI"] = metastore.uri
-    on_cluster = spark_cluster.session_conf() if spark_cluster else {}
+    on_cluster = cluster_session_conf(spark_cluster)
     conf = local_hive_conf(
         metastore.uri,
         metastore.warehouse_dir.as_uri(),

@@ -150,13 +150,18 @@ class LocalHadoop:
         """Whether the running minicluster has a ResourceManager (it was started with NodeManagers)."""
         return bool(self._state().get("yarn")) and self.is_running()
 
-    def yarn_spark_conf(self) -> dict[str, str]:
-        """The Spark settings of an application on this YARN (`yarn.spark_conf`) beside `spark_conf`; Spark also
-        needs HADOOP_CONF_DIR set to `conf_dir`."""
+    def yarn_addresses(self) -> dict[str, str]:
+        """The running ResourceManager's addresses (yarn-site.xml's settings)."""
         if not self.has_yarn:
             raise HadoopError(
                 f"no local YARN runs from {self.home}; start it (`lakekeeper-dagster hadoop start --yarn`)"
             )
+        return self._state()["yarn"]
+
+    def yarn_spark_conf(self) -> dict[str, str]:
+        """The Spark settings of an application on this YARN (`yarn.spark_conf`) beside `spark_conf`; Spark also
+        needs HADOOP_CONF_DIR set to `conf_dir`."""
+        self.yarn_addresses()
         return {**self.spark_conf(), **yarn.spark_conf(self.uri)}
 
     def status(self) -> str:
@@ -164,8 +169,8 @@ class LocalHadoop:
             return f"stopped (home {self.home})"
         nodes = f"{self.datanodes} DataNode(s)"
         if self.has_yarn:
-            address = self._state()["yarn"]["yarn.resourcemanager.address"]
-            web = self._state()["yarn"].get("yarn.resourcemanager.webapp.address")
+            address = self.yarn_addresses()["yarn.resourcemanager.address"]
+            web = self.yarn_addresses()["yarn.resourcemanager.webapp.address"]
             nodes += f", YARN at {address} (web UI http://{web}), {self._state()['nodemanagers']} NodeManager(s)"
         return f"running at {self.uri} (pid {self.pid()}, {nodes}, home {self.home})"
 
@@ -282,7 +287,7 @@ class LocalHadoop:
         yarn_site = self.conf_dir / "yarn-site.xml"
         yarn_site.unlink(missing_ok=True)
         if self.has_yarn:
-            yarn_site.write_text(_site_xml(self._state()["yarn"]))
+            yarn_site.write_text(_site_xml(self.yarn_addresses()))
 
     def log_tail(self, lines: int = 15) -> str:
         try:
