@@ -5,10 +5,16 @@ CLI := $(VENV)/bin/lakekeeper-dagster
 # `make demo HADOOP=1`: the same demo with its tables on a local HDFS (`lakekeeper-dagster hadoop start`: Hadoop's own
 # minicluster, its jar fetched with Maven once; `hadoop stop` ends it), in a database of its own, through the config
 # `hadoop start` writes (the warehouse on HDFS).
+# `make demo HADOOP=1 YARN=1`: and Spark on its YARN (`hadoop start --yarn`; client mode, HADOOP_CONF_DIR its client
+# configuration).
 ifdef HADOOP
 DEMO_DB ?= lakekeeper_demo_hdfs
 HDFS_CONFIG := $(VENV)/lakekeeper-hdfs-demo.yaml
 DEMO_ENV := LAKEKEEPER_CONFIG=$(HDFS_CONFIG)
+ifdef YARN
+HADOOP_START_FLAGS := --yarn
+DEMO_ENV += HADOOP_CONF_DIR=$(CURDIR)/.lakekeeper/hadoop/conf
+endif
 endif
 DEMO_DB ?= lakekeeper_demo
 
@@ -26,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: venv
-	$(if $(HADOOP),$(CLI) hadoop start --write-config $(HDFS_CONFIG))
+	$(if $(HADOOP),$(CLI) hadoop start $(HADOOP_START_FLAGS) --write-config $(HDFS_CONFIG))
 	$(DEMO_ENV) $(CLI) metastore start
 	$(DEMO_ENV) $(CLI) demo create --database $(DEMO_DB)
 	$(DEMO_ENV) $(CLI) analyze --database $(DEMO_DB)
@@ -38,9 +44,10 @@ demo: venv
 
 # The suite runs in two pytest-xdist workers (one per core; three were slower, and timed out the browser and `make ui`
 # tests; `--dist loadgroup` keeps the Kerberos, PostgreSQL and repository-folder tests together), and beside it the
-# tests marked `cluster` run again with Spark on a standalone cluster (a Master and two Workers from pyspark's jars; the
-# driver in the test process, as in YARN client mode); a cluster that cannot start fails the run. Its output follows the
-# suite's; an interrupt ends it too (the trap: a script's background job starts with Ctrl-C ignored). Each stage prints its wall time.
+# tests marked `cluster` run again with Spark on YARN (the local Hadoop's ResourceManager and two NodeManagers, from
+# Hadoop's minicluster; the driver in the test process, client mode, and cluster mode where a test submits); a cluster
+# that cannot start fails the run. `pytest --spark-cluster` runs the same tier on a Spark standalone cluster instead.
+# Its output follows the suite's; an interrupt ends it too (the trap: a script's background job starts with Ctrl-C ignored). Each stage prints its wall time.
 # `dg check defs` / `dg list defs`: the code location loads as a dg project (a few seconds, no metastore needed: with
 # none reachable it loads the last stored state or 0 tables, and says so).
 STAGE := .ci/stage
@@ -54,10 +61,10 @@ $(TEST_CLASSES): $(VENV)/.installed lakekeeper_dagster_tests/jvm.py
 # The checks run beside the class archive (which mostly waits on one JVM at a time).
 test: venv
 	@$(MAKE) --no-print-directory -j2 checks $(TEST_CLASSES)
-	$(STAGE) pytest sh -c '$(PY) -m pytest --spark-cluster > $(CLUSTER_LOG) 2>&1 & pid=$$!; \
+	$(STAGE) pytest sh -c '$(PY) -m pytest --spark-cluster=yarn > $(CLUSTER_LOG) 2>&1 & pid=$$!; \
 		trap "kill $$pid; exit 130" INT TERM; \
 		$(PY) -m pytest $(XDIST); suite=$$?; wait $$pid; tier=$$?; \
-		echo "== the cluster tier (pytest --spark-cluster), run beside the suite:"; cat $(CLUSTER_LOG); \
+		echo "== the YARN tier (pytest --spark-cluster=yarn), run beside the suite:"; cat $(CLUSTER_LOG); \
 		exit $$((suite ? suite : tier))'
 
 checks: venv

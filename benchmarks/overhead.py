@@ -7,12 +7,16 @@ to 10).
     nice -n 15 .venv/bin/python -m benchmarks.overhead            # 100x20 (5M rows) and 3x200 (demo), 3 runs
     nice -n 15 .venv/bin/python -m benchmarks.overhead --dataset 10x20x500000 --runs 1   # quick
     nice -n 15 .venv/bin/python -m benchmarks.overhead --master local --master cluster   # local mode vs a cluster
+    nice -n 15 .venv/bin/python -m benchmarks.overhead --master local --master cluster --master yarn   # and YARN
     nice -n 15 .venv/bin/python -m benchmarks.overhead --filesystem local --filesystem hdfs   # local FS vs HDFS
 
 `--master cluster` starts a Spark standalone cluster for the benchmark (`spark_resources/cluster.py`: a Master and
 2 Workers of 1 core, executors of 1 GB: the same 2 cores as local mode's local[2]; the driver in the contender's
 process, client mode) and stops it at the end; `--master spark://HOST:PORT` uses a running one. Each contender then
-runs on each master, labelled `<contender>@<master>`, with local mode's settings otherwise. The CPU figures of a
+runs on each master, labelled `<contender>@<master>`, with local mode's settings otherwise. `--master yarn` starts
+the local Hadoop with YARN (`spark_resources/hadoop.py`: a ResourceManager and 2 NodeManagers, Spark's jars staged on
+its HDFS; 2 executors of 1 core and 1 GB, client mode; the tables stay on the local filesystem) and stops it at the
+end. The CPU figures of a
 run on a cluster are the driver's only (the contender's process and JVM; its executors run under the Workers), so
 they are named `driver_cpu_s`, `driver_cpu_jvm_s`, ... in its results.
 
@@ -41,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"repeatable (default: {' '.join(CONTENDERS)})")  # fmt: skip
     parser.add_argument("--master", action="append", dest="masters", metavar="MASTER",
                         help="where the contenders' Spark runs, repeatable (side by side): local (default), cluster "
-                             "(a standalone cluster started for the benchmark) or spark://HOST:PORT")  # fmt: skip
+                             "(a standalone cluster started for the benchmark), yarn (the local Hadoop's YARN, "
+                             "started for it) or spark://HOST:PORT")  # fmt: skip
     hdfs_tables.filesystem_arguments(parser)
     args = parser.parse_args(argv)
     contenders = args.contenders or CONTENDERS
@@ -103,8 +108,8 @@ def spark_conf_for(master: str, work_dir: Path, clusters: contextlib.ExitStack) 
     `clusters` at the end."""
     if master == "local":
         return {}
-    if master != "cluster" and not master.startswith("spark://"):
-        raise SystemExit(f"--master {master!r}: expected local, cluster or spark://HOST:PORT")
+    if master not in ("cluster", "yarn") and not master.startswith("spark://"):
+        raise SystemExit(f"--master {master!r}: expected local, cluster, yarn or spark://HOST:PORT")
     harness.log(f"@{master} runs: the cpu figures are the driver's only (the executors' CPU is not measured)")
     if master == "cluster":
         from spark_resources.cluster import SparkCluster
@@ -113,7 +118,26 @@ def spark_conf_for(master: str, work_dir: Path, clusters: contextlib.ExitStack) 
         clusters.callback(cluster.stop)
         harness.log(f"Spark standalone cluster: {cluster.start()} ({cluster.workers} workers of 1 core)")
         return cluster.session_conf()
+    if master == "yarn":
+        return yarn_conf(work_dir, clusters)
     return {"spark.master": master}
+
+
+def yarn_conf(work_dir: Path, clusters: contextlib.ExitStack) -> dict[str, str]:
+    """Start the local Hadoop with YARN (stopped by `clusters`); the conf of a client-mode driver on it, with
+    executors sized as the standalone cluster's and the local filesystem the default one (the tables stay there)."""
+    import os
+
+    from spark_resources.hadoop import LocalHadoop
+    from spark_resources.settings import SparkSubmitSettings, render_spark_conf
+    from spark_resources.yarn import LocalYarn
+
+    hadoop = LocalHadoop(home=work_dir / "yarn", nodemanagers=2)
+    clusters.callback(hadoop.stop)
+    harness.log(f"local Hadoop with YARN: {hadoop.start()} ({hadoop.status()})")
+    os.environ["HADOOP_CONF_DIR"] = str(hadoop.conf_dir)  # the contenders' processes inherit it
+    block = LocalYarn(hadoop, extra_conf={"spark.hadoop.fs.defaultFS": "file:///"}).spark_submit()
+    return render_spark_conf(SparkSubmitSettings.model_validate({**block, "executor_memory": "1g"}))
 
 
 def ratios_of(summary: dict, masters: list[str], filesystems: list[str]) -> dict:

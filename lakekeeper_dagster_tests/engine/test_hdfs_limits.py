@@ -190,14 +190,20 @@ def test_a_file_closed_during_the_wait_is_compacted_with_what_its_writer_appende
     original = rows_of(spark, table)
     monkeypatch.setattr(writers, "WRITER_WAIT_SECONDS", 30.0)
     stream = _append_held_open(spark, f"{unit}/part-2.txt", "100,appended\n")
-    closing = threading.Timer(2.0, stream.close)
-    closing.start()
+    closing = threading.Timer(1.0, stream.close)  # the writer closes its file a second into the wait
     waited = []
 
+    def close_once_waiting(event) -> None:
+        waited.append(event)
+        if event.step == ProgressStep.WAITING and closing.ident is None:  # not started yet
+            closing.start()
+
     try:
-        (result,) = compact_table(spark, database, "logs", OPTIONS, progress=waited.append)
+        (result,) = compact_table(spark, database, "logs", OPTIONS, progress=close_once_waiting)
     finally:
-        closing.join()
+        if closing.is_alive():
+            closing.join()
+        stream.close()  # a no-op once the writer closed it
 
     assert (result.status, result.files_before, result.files_after) == (UnitStatus.COMPACTED, 4, 1)
     assert any(e.step == ProgressStep.WAITING and "held open by a writer" in e.detail for e in waited)
