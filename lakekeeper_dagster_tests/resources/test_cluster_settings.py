@@ -12,6 +12,8 @@ import pytest
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.definitions import spark_resource_for
+from spark_resources.errors import ResourceError
+from spark_resources.session import start_spark_session
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf, render_submit_command
 
 FULL_BLOCK = {
@@ -129,3 +131,11 @@ def test_spark_submit_ends_with_the_same_conf_from_the_flags_and_from_the_render
     assert ours == lakekeeper
     assert lakekeeper["spark.yarn.dist.archives"] == f"file://{tmp_path}/env.tar.gz#env"
     assert lakekeeper["spark.submit.deployMode"] == "client"
+
+
+@pytest.mark.pure
+def test_a_yarn_master_without_the_clusters_client_configuration_is_refused_before_spark_starts(monkeypatch):
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    with pytest.raises(ResourceError, match=r"spark_submit\.master is yarn.*HADOOP_CONF_DIR.*hadoop start --yarn"):
+        start_spark_session({"spark.master": "yarn", "spark.submit.deployMode": "client"})
