@@ -75,6 +75,15 @@ def running_session_conf() -> dict[str, str] | None:
     return dict(context.getConf().getAll()) if context is not None else None
 
 
+def stopped_application() -> str | None:
+    """The id of this process's Spark application when its SparkContext was stopped under it (by the cluster: on
+    YARN an application killed, `yarn application -kill`), else None."""
+    context = SparkContext._active_spark_context
+    if context is None or not context._jsc.sc().isStopped():
+        return None
+    return context.applicationId
+
+
 def local_hive_conf(
     metastore_uri: str,
     warehouse_dir: str | None,
