@@ -37,6 +37,7 @@ from lakekeeper_dagster.engine.statuses import UnitStatus
 from spark_resources.errors import ResourceError
 from spark_resources.metastore import MetastoreServer
 from spark_resources.py4j import java_cause
+from spark_resources.session import stopped_application
 
 USER_ERRORS = (LakekeeperError, ResourceError)  # the engine's and the resource layer's: a message, not a traceback
 # Exit 2: the run could not start as asked (flags, config, a missing database/table/partition, metastore or Kerberos
@@ -372,6 +373,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except (Py4JJavaError, PySparkException) as error:  # e.g. HDFS's AccessControlException: its message, no frames
         logging.getLogger(__name__).debug("Spark or Hadoop call failed", exc_info=True)
+        application = stopped_application()
+        if application is not None:
+            print(
+                f"error: the Spark application {application} was stopped under the run (killed on the cluster?), and "
+                f"a Spark call failed: {java_cause(error)}. `lakekeeper-dagster recover` finishes or undoes a "
+                "compaction that was under way.",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
         print(
             f"error: a Spark or Hadoop call failed: {java_cause(error)}. Check the permissions of the user running "
             "lakekeeper on the table's location; `--log-level DEBUG` shows the Java stack. If a compaction was under "

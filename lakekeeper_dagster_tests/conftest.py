@@ -5,7 +5,7 @@ cluster the suite starts (a Master and two Workers from pyspark's jars, executor
 the pytest process: client mode); `pytest --spark-cluster=yarn` runs them on YARN (the local Hadoop's
 ResourceManager and two NodeManagers, Spark's jars staged on its HDFS; client mode). The CLI subprocesses of
 `tables.run_cli` run there too. A cluster that cannot start fails the run. Without the option the cluster-only tests
-(`cluster(only=True)`) are deselected.
+(`cluster(only=True)`, or `cluster(only="yarn")`: on YARN only) are deselected.
 """
 
 from __future__ import annotations
@@ -96,7 +96,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     keep, drop = [], []
     for item in items:
         marker = item.get_closest_marker("cluster")
-        wanted = marker is not None if on_cluster else marker is None or not marker.kwargs.get("only")
+        only = marker.kwargs.get("only") if marker else None  # True: on any cluster; "yarn": on YARN only
+        wanted = (
+            marker is not None and only in (None, False, True, on_cluster) if on_cluster else marker is None or not only
+        )
         (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
-from pyspark import SparkContext
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from spark_resources import yarn
 from spark_resources.errors import ResourceError
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf
 
@@ -46,15 +47,19 @@ def hive_spark_conf(
 
 def start_spark_session(conf: dict[str, str]) -> SparkSession:
     """Create (or return the running) Spark session with these settings and Hive support."""
-    if conf.get("spark.master", "").startswith("yarn") and not (
-        os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")
-    ):
+    on_yarn = conf.get("spark.master", "").startswith("yarn")
+    if on_yarn and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
         raise ResourceError(
             "spark_submit.master is yarn, and neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set: Spark finds the "
             "ResourceManager through the cluster's client configuration. Set HADOOP_CONF_DIR to its directory (the "
             "local one's: `lakekeeper-dagster hadoop start --yarn` prints it). Nothing was done"
         )
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
+    if on_yarn and conf.get("spark.yarn.queue") and SparkContext._active_spark_context is None:
+        # The driver's JVM (launched with this conf, as the SparkContext would launch it) asks the ResourceManager
+        # before the SparkContext submits the application.
+        SparkContext._ensure_initialized(conf=SparkConf().setAll(list(conf.items())))
+        yarn.check_queue(SparkContext._jvm, conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -68,6 +73,15 @@ def running_session_conf() -> dict[str, str] | None:
     whatever conf it is given), or None when there is none."""
     context = SparkContext._active_spark_context
     return dict(context.getConf().getAll()) if context is not None else None
+
+
+def stopped_application() -> str | None:
+    """The id of this process's Spark application when its SparkContext was stopped under it (by the cluster: on
+    YARN an application killed, `yarn application -kill`), else None."""
+    context = SparkContext._active_spark_context
+    if context is None or not context._jsc.sc().isStopped():
+        return None
+    return context.applicationId
 
 
 def local_hive_conf(

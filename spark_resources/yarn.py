@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_resources.errors import ResourceError
 from spark_resources.metastore import _site_xml
@@ -84,6 +86,40 @@ def spark_conf(namenode_uri: str) -> dict[str, str]:
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.yarn.am.memory": AM_MEMORY,
     }
+
+
+@contextmanager
+def yarn_client(jvm: Any, hadoop_conf: Any) -> Iterator[Any]:
+    """A started `YarnClient` (in the JVM of py4j view `jvm`) of the ResourceManager that the Hadoop `Configuration`
+    `hadoop_conf` names (yarn-site.xml's settings, the login of that JVM), stopped afterwards."""
+    client = jvm.org.apache.hadoop.yarn.client.api.YarnClient.createYarnClient()
+    client.init(jvm.org.apache.hadoop.yarn.conf.YarnConfiguration(hadoop_conf))
+    client.start()
+    try:
+        yield client
+    finally:
+        client.stop()
+
+
+def check_queue(jvm: Any, conf: dict[str, str]) -> None:
+    """Refuse a Spark conf whose `spark.yarn.queue` is no leaf queue of the ResourceManager (asked through a
+    `YarnClient` in the not yet submitted driver's JVM, with the Hadoop settings the SparkContext would use), before
+    anything is submitted: YARN would only reject the application once Spark waits for it."""
+    queue = conf["spark.yarn.queue"]
+    spark_conf = jvm.org.apache.spark.SparkConf(False)
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    hadoop_conf = jvm.org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(spark_conf)
+    with yarn_client(jvm, hadoop_conf) as client:
+        leaves = [info for info in client.getAllQueues() if info.getChildQueues().isEmpty()]
+    if any(queue in (info.getQueueName(), info.getQueuePath()) for info in leaves):
+        return
+    names = ", ".join(sorted(info.getQueuePath() for info in leaves))
+    raise ResourceError(
+        f"spark_submit.queue is {queue!r} (spark.yarn.queue), and the ResourceManager has no such queue to run "
+        f"applications in: its queues are {names}. Set spark_submit.queue to one of them, or leave it out for the "
+        "cluster's default queue. Nothing was done"
+    )
 
 
 def container_pids(within: Path) -> list[int]:

@@ -1,8 +1,9 @@
-"""An executor SIGKILLed while a compaction's write tasks run, on the Spark standalone cluster (`--spark-cluster`):
-Spark runs the lost tasks again on the executors left (a task may fail 4 times on a cluster; the status store shows
-the task lost with its executor and the stage attempts run again), the unit's
-verification (its input counted in the write's own tasks) still matches, no row is lost or duplicated and no output
-file of the killed task is left anywhere."""
+"""An executor killed while a compaction's write tasks run, on the test cluster (`--spark-cluster`): SIGKILLed on
+the Spark standalone cluster, its container shut down by its NodeManager on YARN (`YarnClient.signalToContainer`,
+FORCEFUL_SHUTDOWN, as `yarn container -signal` does). Spark runs the lost tasks again on the executors left (a task
+may fail 4 times on a cluster; the status store shows the task lost with its executor and the stage attempts run
+again), the unit's verification (its input counted in the write's own tasks) still matches, no row is lost or
+duplicated and no output file of the killed task is left anywhere."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from lakekeeper_dagster.engine.plan.thresholds import Batching, WriteMode
 from lakekeeper_dagster.engine.protocol.journal import Journal
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs, make_table, rows_of
-from spark_resources.py4j import scala_seq
+from spark_resources.py4j import hadoop_conf, jvm, scala_seq
+from spark_resources.yarn import LocalYarn, yarn_client
 
 PARTS = [{"date": f"2024-03-0{d}"} for d in (1, 2, 3)]
 
@@ -31,7 +33,7 @@ PARTS = [{"date": f"2024-03-0{d}"} for d in (1, 2, 3)]
 class ExecutorKiller(threading.Thread):
     """Watches the driver's status store for a running task of the writing stage of `table` (its job labelled
     `lakekeeper compact <table>...: write ...`); freezes the executor running it (SIGSTOP), checks once the driver
-    has heard everything that the task is still running there, and SIGKILLs it: the task dies mid-write, and the
+    has heard everything that the task is still running there, and kills it (`kill`): the task dies mid-write, and the
     shuffle output the executor held is lost with it (map tasks run again). An exception in the thread is kept in
     `error` (its traceback) for the test to report; an executor it froze but did not kill runs on."""
 
@@ -63,6 +65,9 @@ class ExecutorKiller(threading.Thread):
 
     def _pid(self, executor: str) -> int | None:
         app = self.spark.sparkContext.applicationId
+        if isinstance(self.cluster, LocalYarn):  # the executor's container, as the executor told the driver
+            attributes = self.spark._jsc.sc().statusStore().executorSummary(executor).attributes()
+            return self.cluster.executor_pids(app).get(attributes.get("CONTAINER_ID").get())
         within = str(self.cluster.work_dir / app / executor)
         for pid in self.cluster.executor_pids(app):
             try:
@@ -89,12 +94,29 @@ class ExecutorKiller(threading.Thread):
             try:
                 time.sleep(1.0)  # a status update the executor sent before it froze reaches the driver
                 if self._running_task() == found:
-                    os.kill(pid, signal.SIGKILL)
+                    self.kill(found[0], pid)
                     self.killed = (found[0], pid, found[1])
             finally:
                 if self.killed is None:  # never leave an executor frozen
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGCONT)
+
+    def kill(self, executor: str, pid: int) -> None:
+        """SIGKILL on the standalone cluster; on YARN the ResourceManager has the executor's NodeManager shut its
+        container down (a SIGKILL to the container's processes: the frozen executor dies as it is)."""
+        if not isinstance(self.cluster, LocalYarn):
+            os.kill(pid, signal.SIGKILL)
+            return
+        container = self.spark._jsc.sc().statusStore().executorSummary(executor).attributes().get("CONTAINER_ID")
+        java = jvm(self.spark)
+        with yarn_client(java, hadoop_conf(self.spark)) as client:
+            client.signalToContainer(
+                java.org.apache.hadoop.yarn.api.records.ContainerId.fromString(container.get()),
+                java.org.apache.hadoop.yarn.api.records.SignalContainerCommand.valueOf("FORCEFUL_SHUTDOWN"),
+            )
+        deadline = time.monotonic() + 60  # the NodeManager hears of it at its next heartbeat
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def retries_in(spark, job: int, executor: str) -> tuple[list[str], list[tuple[int, int]]]:
@@ -170,4 +192,5 @@ def test_an_executor_killed_mid_write_loses_and_duplicates_nothing(spark, spark_
     # The engine ships no Python function to executors (DataFrame expressions only): no executor started a Python
     # worker, so executors need no Python environment of the project.
     executors = spark_cluster.executor_pids(spark.sparkContext.applicationId)
-    assert executors and children(executors) == []
+    pids = list(executors.values()) if isinstance(executors, dict) else executors  # YARN's by container
+    assert pids and children(pids) == []
