@@ -129,8 +129,8 @@ def yarn_conf(work_dir: Path, clusters: contextlib.ExitStack) -> dict[str, str]:
     import os
 
     from spark_resources.hadoop import LocalHadoop
+    from spark_resources.local_yarn import LocalYarn
     from spark_resources.settings import SparkSubmitSettings, render_spark_conf
-    from spark_resources.yarn import LocalYarn
 
     hadoop = LocalHadoop(home=work_dir / "yarn", nodemanagers=2)
     clusters.callback(hadoop.stop)

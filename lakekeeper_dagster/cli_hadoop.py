@@ -11,7 +11,7 @@ import yaml
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from spark_resources.hadoop import LocalHadoop
-from spark_resources.yarn import LocalYarn
+from spark_resources.local_yarn import LocalYarn
 
 HDFS_CONFIG_NAME = "lakekeeper-hdfs.yaml"
 YARN_NODEMANAGERS = 2

@@ -24,10 +24,10 @@ from lakekeeper_dagster_tests.jvm import TEST_JVM_FLAGS, TEST_METASTORE_FLAGS, s
 from lakekeeper_dagster_tests.tables import CLI_CONFIG_ENV
 from spark_resources.cluster import SparkCluster
 from spark_resources.hadoop import LocalHadoop
+from spark_resources.local_yarn import LocalYarn
 from spark_resources.metastore import MetastoreServer, free_port
 from spark_resources.session import local_hive_conf, start_spark_session
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf
-from spark_resources.yarn import LocalYarn
 
 _db_counter = itertools.count()
 

@@ -24,8 +24,9 @@ from lakekeeper_dagster.engine.plan.thresholds import Batching, WriteMode
 from lakekeeper_dagster.engine.protocol.journal import Journal
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs, make_table, rows_of
+from spark_resources.local_yarn import LocalYarn
 from spark_resources.py4j import hadoop_conf, jvm, scala_seq
-from spark_resources.yarn import LocalYarn, yarn_client
+from spark_resources.yarn import yarn_client
 
 PARTS = [{"date": f"2024-03-0{d}"} for d in (1, 2, 3)]
 
