@@ -10,7 +10,6 @@ that each NodeManager caches them for every application) rather than uploaded by
 from __future__ import annotations
 
 import os
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,9 +17,6 @@ from typing import Any
 
 from spark_resources.errors import ResourceError
 from spark_resources.metastore import _site_xml
-
-EXECUTOR_CLASS = "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend"
-NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 NODEMANAGER_VCORES = 2
 NODEMANAGER_MEMORY_MB = 4096
