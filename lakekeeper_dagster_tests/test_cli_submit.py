@@ -149,6 +149,7 @@ def cluster_mode_config(yarn, archive: Path, events: Path) -> dict:
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": events.as_uri(),
         "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false",  # one file per attempt: <application id>_<attempt>
     }
     return {
         "spark_submit": {
@@ -170,7 +171,7 @@ def the_new_application(yarn, known: set[str]) -> tuple[str, dict]:
 
 def environment_of(events: Path, app_id: str) -> dict[str, dict[str, str]]:
     """The driver's environment (Spark and system properties) from the application's event log."""
-    (log,) = events.glob(f"{app_id}*")
+    (log,) = events.glob(f"{app_id}_*")
     for line in log.read_text().splitlines():
         event = json.loads(line)
         if event["Event"] == "SparkListenerEnvironmentUpdate":
@@ -232,6 +233,10 @@ def test_a_driver_failing_in_the_application_master_fails_the_command_and_names_
     assert (report["state"], report["finalStatus"]) == ("FINISHED", "FAILED")
     assert f"error: YARN application {app_id} did not succeed" in done.stderr
     assert f"yarn logs -applicationId {app_id}" in done.stderr
+    (driver,) = spark_cluster.hadoop.home.rglob(
+        f"{app_id}/container_*_01_000001/stdout"
+    )  # the AM: python driver's stdout and stderr
+    assert f"error: table {database}.does_not_exist does not exist in the metastore" in driver.read_text()
     # One attempt: its driver's event log is the only one (YARN would run the command again in a second attempt).
-    assert [log.name for log in events.glob(f"{app_id}*")] == [f"{app_id}_1"]
+    assert [log.name for log in events.glob(f"{app_id}_*")] == [f"{app_id}_1"]
     assert "does_not_exist" not in [row.tableName for row in spark.sql(f"SHOW TABLES IN {database}").collect()]
