@@ -19,6 +19,7 @@ from lakekeeper_dagster.cli_merge import add_partition_parsers
 from lakekeeper_dagster.cli_progress import shown
 from lakekeeper_dagster.cli_resume import add_resume_parser
 from lakekeeper_dagster.cli_session import open_spark
+from lakekeeper_dagster.cli_submit import run_submitted, wants_submission
 from lakekeeper_dagster.config import LakekeeperConfig, config_template, load_config, run_owner, with_overrides
 from lakekeeper_dagster.demo_config import ensure_demo_config
 from lakekeeper_dagster.demo_tables import create_demo_tables
@@ -358,12 +359,15 @@ def config_from_args(args: argparse.Namespace) -> LakekeeperConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
         check_flags(args)
         config = config_from_args(args)
         logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("py4j").setLevel(logging.WARNING)
+        if wants_submission(args, config):  # deploy_mode cluster: the driver runs in a YARN ApplicationMaster
+            return run_submitted(args, argv, config)
         return recorded_run(args, config)  # every run the command finishes appends its history
     except BAD_INPUT as error:
         print(f"error: {error}", file=sys.stderr)

@@ -45,17 +45,25 @@ def hive_spark_conf(
     return conf
 
 
-def start_spark_session(conf: dict[str, str]) -> SparkSession:
-    """Create (or return the running) Spark session with these settings and Hive support."""
-    on_yarn = conf.get("spark.master", "").startswith("yarn")
-    if on_yarn and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+def require_hadoop_conf(master: str) -> None:
+    """Refuse a yarn master without the cluster's client configuration (HADOOP_CONF_DIR or YARN_CONF_DIR)."""
+    if master.startswith("yarn") and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
         raise ResourceError(
             "spark_submit.master is yarn, and neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set: Spark finds the "
             "ResourceManager through the cluster's client configuration. Set HADOOP_CONF_DIR to its directory (the "
             "local one's: `lakekeeper-dagster hadoop start --yarn` prints it). Nothing was done"
         )
+
+
+def start_spark_session(conf: dict[str, str]) -> SparkSession:
+    """Create (or return the running) Spark session with these settings and Hive support."""
+    # In cluster mode this is the driver in the ApplicationMaster: its application already runs in its queue.
+    client = conf.get("spark.submit.deployMode") != "cluster"
+    if client:
+        require_hadoop_conf(conf.get("spark.master", ""))
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
-    if on_yarn and conf.get("spark.yarn.queue") and SparkContext._active_spark_context is None:
+    on_yarn = conf.get("spark.master", "").startswith("yarn")
+    if client and on_yarn and conf.get("spark.yarn.queue") and SparkContext._active_spark_context is None:
         # The driver's JVM (launched with this conf, as the SparkContext would launch it) asks the ResourceManager
         # before the SparkContext submits the application.
         SparkContext._ensure_initialized(conf=SparkConf().setAll(list(conf.items())))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from spark_resources.errors import MetastoreError
+from spark_resources.errors import MetastoreError, ResourceError
 from spark_resources.metastore import DEFAULT_URI, parse_thrift_uri
 
 
@@ -40,7 +40,10 @@ class SparkSubmitSettings(BaseModel):
     num_executors: int | None = Field(default=None, ge=1, description="Number of executors.")
     executor_cores: int | None = Field(default=None, ge=1, description="Cores per executor.")
     driver_memory: str | None = Field(default=None, description="Driver memory, e.g. 2g.")
-    script_path: str = Field(default="run_lakekeeper.py", description="The script the rendered spark-submit runs.")
+    script_path: str | None = Field(
+        default=None,
+        description="The script spark-submit runs; default: the package's own entry script (deploy_mode cluster).",
+    )
     extra_conf: dict[str, str] = Field(default_factory=dict, description="More Spark conf, KEY: VALUE (applied last).")
     extra_files: list[str] = Field(default_factory=list, description="Files to ship with the job (--files).")
     py_files: list[str] = Field(default_factory=list, description="Python files to ship with the job (--py-files).")
@@ -113,8 +116,14 @@ def render_spark_conf(settings: SparkSubmitSettings) -> dict[str, str]:
     return conf
 
 
-def render_submit_command(settings: SparkSubmitSettings, script_args: list[str]) -> list[str]:
-    """The spark-submit command line Lakekeeper would run for these settings and script arguments."""
+def render_submit_command(
+    settings: SparkSubmitSettings, script_args: list[str], default_script: str | None = None
+) -> list[str]:
+    """The spark-submit command line Lakekeeper runs for these settings and script arguments (the script:
+    `script_path`, else `default_script`)."""
+    script = settings.script_path or default_script
+    if script is None:
+        raise ResourceError("spark_submit.script_path is not set: name the script spark-submit runs")
     cmd = [settings.submit_command, "--master", settings.effective_master()]
     if settings.deploy_mode:
         cmd += ["--deploy-mode", settings.deploy_mode]
@@ -144,4 +153,4 @@ def render_submit_command(settings: SparkSubmitSettings, script_args: list[str])
         cmd += ["--conf", "spark.yarn.appMasterEnv.LAKEKEEPER_SUBMITTED=1"]
     for key, value in settings.extra_conf.items():
         cmd += ["--conf", f"{key}={value}"]
-    return [*cmd, settings.script_path, *script_args]
+    return [*cmd, script, *script_args]

@@ -9,6 +9,7 @@ that each NodeManager caches them for every application) rather than uploaded by
 
 from __future__ import annotations
 
+import getpass
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,11 +68,14 @@ def client_settings(ready: dict[str, str]) -> dict[str, str]:
 
 
 def spark_conf(namenode_uri: str) -> dict[str, str]:
-    """A Spark application's settings on this YARN without a key of their own in `spark_submit`: the staged jars,
+    """A Spark application's settings on this YARN without a key of their own in `spark_submit`: the staged jars
+    and the applications' staging directory on its HDFS,
     the driver on loopback (the NodeManagers' containers reach it there), a small ApplicationMaster, no driver web
     UI (see EXECUTOR_MEMORY's comment)."""
     return {
         "spark.yarn.archive": f"{namenode_uri}{spark_archive_path()}",
+        # Staged on the same HDFS, whatever the default filesystem: else each application copies the archive there.
+        "spark.yarn.stagingDir": f"{namenode_uri}/user/{getpass.getuser()}",
         "spark.ui.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",

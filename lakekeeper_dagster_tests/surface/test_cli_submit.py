@@ -1,0 +1,242 @@
+"""`spark_submit.deploy_mode: cluster` (cli_submit): the command line submits the command to YARN, whose
+ApplicationMaster runs it in-process from a packed Python environment; the re-submission guard.
+
+The YARN tests run with `--spark-cluster=yarn`; the others need no cluster: a stand-in spark-submit (a script that
+records what it was given) shows what is submitted, and the submitted side runs until it meets a closed metastore.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lakekeeper_dagster.cli_session import SUBMITTED_ENV, session_conf
+from lakekeeper_dagster.cli_submit import ENTRY_SCRIPT, SUBMITTED_CONFIG
+from lakekeeper_dagster.config import parse_config
+from lakekeeper_dagster_tests.packed_env import BASE_PYTHON, build_packed_env
+from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of, run_cli
+
+KERBEROS = {"principal": "etl@EXAMPLE.COM", "keytab": "/edge-node-only/etl.keytab"}
+
+
+def closed_metastore_uri() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"thrift://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def stand_in_submit(tmp_path: Path) -> tuple[Path, Path]:
+    """A spark-submit that records its arguments, its PYTHONPATH and the config shipped to the driver, then fails
+    before any application exists (exit 3)."""
+    record = tmp_path / "submitted.json"
+    script = tmp_path / "spark-submit"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "args = sys.argv[1:]\n"
+        "files = args[args.index('--files') + 1].split(',')\n"
+        f"(shipped,) = [f.split('#')[0] for f in files if f.endswith('#{SUBMITTED_CONFIG}')]\n"
+        "record = {'argv': args, 'config': open(shipped).read(), 'pythonpath': os.environ.get('PYTHONPATH')}\n"
+        f"open({str(record)!r}, 'w').write(json.dumps(record))\n"
+        "sys.exit(3)\n"
+    )
+    script.chmod(0o755)
+    return script, record
+
+
+def cluster_block(submit_command: Path) -> dict:
+    block = {"enabled": True, "master": "yarn", "deploy_mode": "cluster", "submit_command": str(submit_command)}
+    return {"spark_submit": {**block, **KERBEROS}}
+
+
+def test_cluster_deploy_mode_submits_the_command_with_its_config_to_the_entry_script(tmp_path):
+    script, record = stand_in_submit(tmp_path)
+    uri = closed_metastore_uri()
+    args = ["--config-file", "lakekeeper.yaml", "--log-level=WARNING", "analyze", "--table", "db.t"]
+    done = run_cli(args, tmp_path, uri, env_extra={"HADOOP_CONF_DIR": str(tmp_path)}, config=cluster_block(script))
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "spark-submit exited 3 (its output is above); no YARN application" in done.stderr
+    submitted = json.loads(record.read_text())
+    argv = submitted["argv"]
+    flags = ["--master", "yarn", "--deploy-mode", "cluster", "--principal", KERBEROS["principal"], "--keytab"]
+    assert argv[:8] == [*flags, KERBEROS["keytab"]]
+    confs = {argv[i + 1] for i, flag in enumerate(argv) if flag == "--conf"}
+    assert {f"spark.yarn.appMasterEnv.{SUBMITTED_ENV}=1", "spark.yarn.maxAppAttempts=1"} <= confs
+    assert argv[argv.index(str(ENTRY_SCRIPT)) :] == [
+        str(ENTRY_SCRIPT),
+        "--config-file",
+        SUBMITTED_CONFIG,
+        "--log-level",
+        "WARNING",
+        "analyze",
+        "--table",
+        "db.t",
+    ]
+    shipped = yaml.safe_load(submitted["config"])  # the effective config: LAKEKEEPER_METASTORE_URI applied
+    assert shipped["metastore"]["uri"] == uri
+    assert shipped["spark_submit"]["deploy_mode"] == "cluster"
+    assert submitted["pythonpath"] is None  # the edge node's paths are not put before the driver's own
+
+
+def test_the_submitted_driver_runs_the_command_in_process_without_kinit(tmp_path):
+    """With LAKEKEEPER_SUBMITTED=1 (the ApplicationMaster's environment) the same command never submits again and
+    does not log in from the edge node's keytab path: it goes straight to opening its session, here refused by the
+    closed metastore."""
+    script, record = stand_in_submit(tmp_path)
+    uri = closed_metastore_uri()
+    env = {SUBMITTED_ENV: "1", "HADOOP_CONF_DIR": str(tmp_path)}
+    done = run_cli(["analyze", "--table", "db.t"], tmp_path, uri, env_extra=env, config=cluster_block(script))
+
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"the Hive Metastore at {uri} is not reachable" in done.stderr
+    assert not record.exists()
+
+
+def test_the_session_of_the_submitted_driver_leaves_the_keytab_to_spark_submit(monkeypatch):
+    config = parse_config({"spark_submit": {"enabled": True, "deploy_mode": "cluster", **KERBEROS}}, "test")
+    assert session_conf(config)["spark.kerberos.keytab"] == KERBEROS["keytab"]
+    monkeypatch.setenv(SUBMITTED_ENV, "1")
+    conf = session_conf(config)
+    assert "spark.kerberos.keytab" not in conf and "spark.kerberos.principal" not in conf
+    assert conf["spark.submit.deployMode"] == "cluster"
+
+
+@pytest.mark.parametrize(
+    "args, refusal",
+    [
+        (["demo", "create"], "demo create writes the demo's config file beside you"),
+        (["cleanup", "--table", "db.t"], "list the backups with --dry-run, then pass --yes"),
+    ],
+)
+def test_commands_that_cannot_run_in_a_yarn_container_are_refused(tmp_path, args, refusal):
+    script, record = stand_in_submit(tmp_path)
+    env = {"HADOOP_CONF_DIR": str(tmp_path)}
+    done = run_cli(args, tmp_path, closed_metastore_uri(), env_extra=env, config=cluster_block(script))
+
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert refusal in done.stderr and "Nothing was done" in done.stderr
+    assert not record.exists()
+
+
+def test_cluster_deploy_mode_without_the_cluster_configuration_is_refused(tmp_path):
+    script, record = stand_in_submit(tmp_path)
+    env = {"HADOOP_CONF_DIR": "", "YARN_CONF_DIR": ""}
+    done = run_cli(["analyze"], tmp_path, closed_metastore_uri(), env_extra=env, config=cluster_block(script))
+
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "neither HADOOP_CONF_DIR nor YARN_CONF_DIR is set" in done.stderr
+    assert not record.exists()
+
+
+@pytest.fixture(scope="session")
+def packed_env(tmp_path_factory) -> Path:
+    """The test session's packed environment, built once."""
+    return build_packed_env(tmp_path_factory.mktemp("packed_env"))
+
+
+def cluster_mode_config(yarn, archive: Path, events: Path) -> dict:
+    """The test YARN's `spark_submit` block in cluster deploy mode from `archive`, each application's event log
+    (JSON lines) in `events`."""
+    block = yarn.spark_submit()
+    logged = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": events.as_uri(),
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false",  # one file per attempt: <application id>_<attempt>
+    }
+    return {
+        "spark_submit": {
+            **block,
+            "deploy_mode": "cluster",
+            "archives": f"{archive}#env",
+            "python_env": "./env/bin/python",
+            "extra_conf": {**block["extra_conf"], **logged},
+        }
+    }
+
+
+def the_new_application(yarn, known: set[str]) -> tuple[str, dict]:
+    """The one application the ResourceManager knows beyond `known`, and its report."""
+    new = [app_id for app_id in yarn.applications() if app_id not in known]
+    assert len(new) == 1, new
+    return new[0], yarn.application(new[0])
+
+
+def environment_of(events: Path, app_id: str) -> dict[str, dict[str, str]]:
+    """The driver's environment (Spark and system properties) from the application's event log."""
+    (log,) = events.glob(f"{app_id}_*")
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        if event["Event"] == "SparkListenerEnvironmentUpdate":
+            return {section: dict(values) for section, values in event.items() if section != "Event"}
+    raise AssertionError(f"no environment in {log}")
+
+
+@pytest.mark.cluster(only=True)
+def test_compact_in_cluster_deploy_mode_runs_the_driver_in_the_application_master(
+    spark, spark_cluster, metastore, database, data_dir, tmp_path, packed_env
+):
+    # The machine's Python cannot run the command line: only the packed environment's can.
+    assert subprocess.run([str(BASE_PYTHON), "-c", "import rich"], capture_output=True).returncode != 0
+    table = make_table(spark, database, "submitted", data_dir, partitions=DATES[:1], files=6)
+    before = rows_of(spark, table)
+    events = tmp_path / "events"
+    events.mkdir()
+    known = set(spark_cluster.applications())
+
+    done = run_cli(
+        ["compact", "--table", table],
+        tmp_path,
+        metastore.uri,
+        config=cluster_mode_config(spark_cluster, packed_env, events),
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    app_id, report = the_new_application(spark_cluster, known)  # the driver did not submit again
+    assert (report["state"], report["finalStatus"]) == ("FINISHED", "SUCCEEDED")
+    assert f"YARN application {app_id} succeeded; the driver's output: yarn logs -applicationId {app_id}" in done.stdout
+    assert rows_of(spark, table) == before
+    assert len(data_files(data_dir / "date=2024-01-01")) == 1
+    environment = environment_of(events, app_id)
+    spark_properties, system = environment["Spark Properties"], environment["System Properties"]
+    assert spark_properties["spark.submit.deployMode"] == "cluster"
+    assert spark_properties["spark.pyspark.python"] == "./env/bin/python"
+    assert spark_properties[f"spark.yarn.appMasterEnv.{SUBMITTED_ENV}"] == "1"
+    # The driver's JVM ran in the application's first container: its ApplicationMaster.
+    assert Path(system["user.dir"]).name == f"container_{app_id.removeprefix('application_')}_01_000001"
+
+
+@pytest.mark.cluster(only=True)
+def test_a_driver_failing_in_the_application_master_fails_the_command_and_names_the_application(
+    spark, spark_cluster, metastore, database, tmp_path, packed_env
+):
+    events = tmp_path / "events"
+    events.mkdir()
+    known = set(spark_cluster.applications())
+
+    done = run_cli(
+        ["compact", "--table", f"{database}.does_not_exist"],
+        tmp_path,
+        metastore.uri,
+        config=cluster_mode_config(spark_cluster, packed_env, events),
+    )
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    app_id, report = the_new_application(spark_cluster, known)  # one attempt: YARN did not run it again
+    assert (report["state"], report["finalStatus"]) == ("FINISHED", "FAILED")
+    assert f"error: YARN application {app_id} did not succeed" in done.stderr
+    assert f"yarn logs -applicationId {app_id}" in done.stderr
+    (driver,) = spark_cluster.hadoop.home.rglob(
+        f"{app_id}/container_*_01_000001/stdout"
+    )  # the AM: python driver's stdout and stderr
+    assert f"error: table {database}.does_not_exist does not exist in the metastore" in driver.read_text()
+    # One attempt: its driver's event log is the only one (YARN would run the command again in a second attempt).
+    assert [log.name for log in events.glob(f"{app_id}_*")] == [f"{app_id}_1"]
+    assert "does_not_exist" not in [row.tableName for row in spark.sql(f"SHOW TABLES IN {database}").collect()]
