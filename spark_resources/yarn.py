@@ -69,9 +69,8 @@ def client_settings(ready: dict[str, str]) -> dict[str, str]:
 
 def spark_conf(namenode_uri: str) -> dict[str, str]:
     """A Spark application's settings on this YARN without a key of their own in `spark_submit`: the staged jars
-    and the applications' staging directory on its HDFS,
-    the driver on loopback (the NodeManagers' containers reach it there), a small ApplicationMaster, no driver web
-    UI (see EXECUTOR_MEMORY's comment)."""
+    and the applications' staging directory on its HDFS, the driver on loopback (the NodeManagers' containers reach
+    it there), a small ApplicationMaster, no driver web UI (see EXECUTOR_MEMORY's comment)."""
     return {
         "spark.yarn.archive": f"{namenode_uri}{spark_archive_path()}",
         # Staged on the same HDFS, whatever the default filesystem: else each application copies the archive there.
