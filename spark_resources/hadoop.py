@@ -166,7 +166,8 @@ class LocalHadoop:
         """The Spark settings of an application on this YARN (`yarn.spark_conf`) beside `spark_conf`; Spark also
         needs HADOOP_CONF_DIR set to `conf_dir`."""
         self.yarn_addresses()
-        return {**self.spark_conf(), **yarn.spark_conf(self.uri)}
+        principal = {f"spark.hadoop.{k}": v for k, v in self.kerberos.yarn_settings().items()} if self.kerberos else {}
+        return {**self.spark_conf(), **principal, **yarn.spark_conf(self.uri)}
 
     def status(self) -> str:
         if not self.is_running():
@@ -220,11 +221,6 @@ class LocalHadoop:
                     "and start it with YARN (`hadoop start --yarn`)"
                 )
             return self.uri
-        if self.nodemanagers and self.kerberos and not self.kerberos.yarn_principal:
-            raise HadoopError(
-                f"the Kerberized local Hadoop of {self.home} is asked for YARN but names no YARN principal: set "
-                "HadoopKerberos.yarn_principal (e.g. yarn/localhost@REALM, its key in the keytab). Nothing was started."
-            )
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         ready = self.home / "ready.json"
         ready.unlink(missing_ok=True)
@@ -248,8 +244,8 @@ class LocalHadoop:
         server_conf.mkdir(exist_ok=True)
         mapping = "".join(f"{user}={','.join(groups)};" for user, groups in self.groups.items())
         core = {"hadoop.user.group.static.mapping.overrides": mapping} if mapping else {}
-        if self.kerberos:  # UGI reads core-site.xml too: the whole JVM is secure
-            core.update(self.kerberos.core_settings())
+        if self.kerberos:  # UGI, and the NodeManager's localizer (its own Configuration), read core-site.xml too
+            core.update(self.kerberos.client_settings())
             settings.update(self.kerberos.server_settings())
             self.kerberos.write_ssl_conf(server_conf)
         (server_conf / "core-site.xml").write_text(_site_xml(core))
@@ -260,6 +256,7 @@ class LocalHadoop:
         if self.nodemanagers:
             command += ["--spark-jars", str(pyspark_jars_dir()), "--spark-archive", yarn.spark_archive_path()]
             settings.update(yarn.server_settings(self.home))
+            settings.update(self.kerberos.yarn_settings() if self.kerberos else {})
         command += [arg for key, value in settings.items() if value for arg in ("-D", f"{key}={value}")]
         java_home = str(Path(java_executable()).resolve().parents[1])  # the containers' java ($JAVA_HOME)
         with open(self.log_file, "ab") as log:
@@ -300,7 +297,7 @@ class LocalHadoop:
         yarn_site = self.conf_dir / "yarn-site.xml"
         yarn_site.unlink(missing_ok=True)
         if self.has_yarn:
-            principal = self.kerberos.yarn_client_settings() if self.kerberos else {}
+            principal = self.kerberos.yarn_settings() if self.kerberos else {}
             yarn_site.write_text(_site_xml({**self.yarn_addresses(), **principal}))
 
     def log_tail(self, lines: int = 15) -> str:

@@ -26,15 +26,16 @@ class HadoopKerberosError(ResourceError):
 class HadoopKerberos:
     """The identity of a secure local HDFS: `principal` (its NameNode's and DataNode's, e.g.
     `hdfs/localhost@REALM`, as CDP names them) and `http_principal` (`HTTP/localhost@REALM`, SPNEGO), both in
-    `keytab`; `krb5_conf` the realm's configuration the JVM reads. A YARN beside it needs `yarn_principal` (its
-    ResourceManager's and NodeManagers', e.g. `yarn/localhost@REALM`) in `keytab` too; its containers run as the
-    NodeManager's user (the DefaultContainerExecutor), the applications' HDFS access on their delegation tokens."""
+    `keytab`; `krb5_conf` the realm's configuration the JVM reads. A YARN beside it runs as `principal` too:
+    Hadoop's MiniYARNCluster skips the ResourceManager's and NodeManagers' own keytab logins, so they serve as the
+    JVM's login user (and a `yarn/...` principal of their own is refused by clients: "Server has invalid Kerberos
+    principal"). Its containers run as the NodeManager's user (the DefaultContainerExecutor), the applications'
+    HDFS access on their delegation tokens."""
 
     principal: str
     http_principal: str
     keytab: str
     krb5_conf: str
-    yarn_principal: str | None = None
 
     def java_options(self) -> list[str]:
         return [f"-Djava.security.krb5.conf={self.krb5_conf}"]
@@ -51,13 +52,12 @@ class HadoopKerberos:
             "dfs.namenode.kerberos.principal": self.principal,
             "dfs.datanode.kerberos.principal": self.principal,
             "dfs.data.transfer.protection": "authentication",
-            **self.yarn_client_settings(),
         }
 
-    def yarn_client_settings(self) -> dict[str, str]:
-        """What a YARN client needs: the ResourceManager's principal (Spark makes it the renewer of the
-        application's HDFS delegation tokens)."""
-        return {"yarn.resourcemanager.principal": self.yarn_principal} if self.yarn_principal else {}
+    def yarn_settings(self) -> dict[str, str]:
+        """The ResourceManager's and NodeManagers' principal, for them and their clients (Spark makes the
+        ResourceManager's the renewer of an application's HDFS delegation tokens)."""
+        return {"yarn.resourcemanager.principal": self.principal, "yarn.nodemanager.principal": self.principal}
 
     def server_settings(self) -> dict[str, str]:
         """The NameNode's and DataNode's settings (beside `client_settings`)."""
@@ -72,16 +72,6 @@ class HadoopKerberos:
             "dfs.namenode.https-address": "127.0.0.1:0",
             "dfs.datanode.https.address": "127.0.0.1:0",
             "ipc.client.connect.max.retries.on.sasl": "10",
-            **self.yarn_server_settings(),
-        }
-
-    def yarn_server_settings(self) -> dict[str, str]:
-        if not self.yarn_principal:
-            return {}
-        return {
-            "yarn.resourcemanager.keytab": self.keytab,
-            "yarn.nodemanager.principal": self.yarn_principal,
-            "yarn.nodemanager.keytab": self.keytab,
         }
 
     def write_ssl_conf(self, server_conf: Path) -> None:
