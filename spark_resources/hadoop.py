@@ -21,6 +21,7 @@ from pathlib import Path
 
 from spark_resources import yarn
 from spark_resources.errors import ResourceError
+from spark_resources.hadoop_kerberos import HadoopKerberos
 from spark_resources.maven import maven_jar
 from spark_resources.metastore import _site_xml, free_port, java_executable, port_is_open, pyspark_jars_dir
 from spark_resources.processes import stop_process
@@ -74,7 +75,7 @@ class LocalHadoop:
     made before the NameNode starts in a local key store (`kms.jceks`), so that encryption zones can be made.
     `groups` gives users (by short name) their groups in the NameNode, whatever the operating system knows of them
     (Hadoop's static mapping), so that an ordinary user (HADOOP_USER_NAME) can belong to a group. `java_options` adds
-    JVM flags.
+    JVM flags. With `kerberos` the HDFS is a secure one (`hadoop_kerberos.py`): its clients log in with Kerberos.
     """
 
     home: Path
@@ -84,6 +85,7 @@ class LocalHadoop:
     groups: dict[str, list[str]] = field(default_factory=dict)
     heap: str = "768m"
     java_options: list[str] = field(default_factory=list)
+    kerberos: HadoopKerberos | None = None
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).absolute()
@@ -139,6 +141,8 @@ class LocalHadoop:
         }
         if self.key_provider_keys:
             conf["hadoop.security.key.provider.path"] = self.key_provider
+        if self.kerberos:
+            conf.update(self.kerberos.client_settings())
         return conf
 
     def spark_conf(self) -> dict[str, str]:
@@ -162,7 +166,8 @@ class LocalHadoop:
         """The Spark settings of an application on this YARN (`yarn.spark_conf`) beside `spark_conf`; Spark also
         needs HADOOP_CONF_DIR set to `conf_dir`."""
         self.yarn_addresses()
-        return {**self.spark_conf(), **yarn.spark_conf(self.uri)}
+        principal = {f"spark.hadoop.{k}": v for k, v in self.kerberos.yarn_settings().items()} if self.kerberos else {}
+        return {**self.spark_conf(), **principal, **yarn.spark_conf(self.uri)}
 
     def status(self) -> str:
         if not self.is_running():
@@ -190,7 +195,7 @@ class LocalHadoop:
         temp.mkdir(exist_ok=True)
         flags = [f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log_conf.as_uri()}", f"-Djava.io.tmpdir={temp}"]
         flags.append(f"-Dtest.build.data={self.home / 'yarn'}")  # MiniYARNCluster's directories
-        flags += self.java_options
+        flags += self.java_options + (self.kerberos.java_options() if self.kerberos else [])
         return [java, *flags, "-cp", classpath]
 
     def _make_keys(self) -> None:
@@ -238,9 +243,12 @@ class LocalHadoop:
         server_conf = self.home / "server-conf"
         server_conf.mkdir(exist_ok=True)
         mapping = "".join(f"{user}={','.join(groups)};" for user, groups in self.groups.items())
-        (server_conf / "core-site.xml").write_text(
-            _site_xml({"hadoop.user.group.static.mapping.overrides": mapping} if mapping else {})
-        )
+        core = {"hadoop.user.group.static.mapping.overrides": mapping} if mapping else {}
+        if self.kerberos:  # UGI, and the NodeManager's localizer (its own Configuration), read core-site.xml too
+            core.update(self.kerberos.client_settings())
+            settings.update(self.kerberos.server_settings())
+            self.kerberos.write_ssl_conf(server_conf)
+        (server_conf / "core-site.xml").write_text(_site_xml(core))
         (server_conf / "capacity-scheduler.xml").write_text(yarn.capacity_scheduler_xml())
         command = [*self.java(server_conf), str(LAUNCHER), "--ready", str(ready), *(["--format"] if fresh else [])]
         command += ["--datanodes", str(self.datanodes), "--nodemanagers", str(self.nodemanagers)]
@@ -248,6 +256,7 @@ class LocalHadoop:
         if self.nodemanagers:
             command += ["--spark-jars", str(pyspark_jars_dir()), "--spark-archive", yarn.spark_archive_path()]
             settings.update(yarn.server_settings(self.home))
+            settings.update(self.kerberos.yarn_settings() if self.kerberos else {})
         command += [arg for key, value in settings.items() if value for arg in ("-D", f"{key}={value}")]
         java_home = str(Path(java_executable()).resolve().parents[1])  # the containers' java ($JAVA_HOME)
         with open(self.log_file, "ab") as log:
@@ -282,12 +291,14 @@ class LocalHadoop:
     def _write_client_conf(self) -> None:
         """core-site.xml (the default filesystem), hdfs-site.xml and, with YARN, yarn-site.xml for a
         HADOOP_CONF_DIR."""
-        (self.conf_dir / "core-site.xml").write_text(_site_xml({"fs.defaultFS": self.uri}))
+        core = {"fs.defaultFS": self.uri, **(self.kerberos.core_settings() if self.kerberos else {})}
+        (self.conf_dir / "core-site.xml").write_text(_site_xml(core))
         (self.conf_dir / "hdfs-site.xml").write_text(_site_xml(self.client_conf()))
         yarn_site = self.conf_dir / "yarn-site.xml"
         yarn_site.unlink(missing_ok=True)
         if self.has_yarn:
-            yarn_site.write_text(_site_xml(self.yarn_addresses()))
+            principal = self.kerberos.yarn_settings() if self.kerberos else {}
+            yarn_site.write_text(_site_xml({**self.yarn_addresses(), **principal}))
 
     def log_tail(self, lines: int = 15) -> str:
         try:
