@@ -127,6 +127,7 @@ def yarn_conf(work_dir: Path, clusters: contextlib.ExitStack) -> dict[str, str]:
     """Start the local Hadoop with YARN (stopped by `clusters`); the conf of a client-mode driver on it, with
     executors sized as the standalone cluster's and the local filesystem the default one (the tables stay there)."""
     import os
+    from getpass import getuser
 
     from spark_resources.hadoop import LocalHadoop
     from spark_resources.local_yarn import LocalYarn
@@ -136,7 +137,8 @@ def yarn_conf(work_dir: Path, clusters: contextlib.ExitStack) -> dict[str, str]:
     clusters.callback(hadoop.stop)
     harness.log(f"local Hadoop with YARN: {hadoop.start()} ({hadoop.status()})")
     os.environ["HADOOP_CONF_DIR"] = str(hadoop.conf_dir)  # the contenders' processes inherit it
-    block = LocalYarn(hadoop, extra_conf={"spark.hadoop.fs.defaultFS": "file:///"}).spark_submit()
+    local_fs = {"spark.hadoop.fs.defaultFS": "file:///", "spark.yarn.stagingDir": f"{hadoop.uri}/user/{getuser()}"}
+    block = LocalYarn(hadoop, extra_conf=local_fs).spark_submit()
     return render_spark_conf(SparkSubmitSettings.model_validate({**block, "executor_memory": "1g"}))
 
 

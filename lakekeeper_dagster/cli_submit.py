@@ -38,6 +38,9 @@ LOCAL_COMMANDS = {"metastore", "cluster", "hadoop", "generate-config"}
 DEFAULT_SUBMIT_COMMAND = "spark-submit"
 # spark-submit says the application's id only in its log (YARN's Client); the id's own form is what is read.
 APPLICATION_ID = re.compile(r"\bapplication_\d+_\d+\b")
+# What a submission needs whatever extra_conf says: one attempt (YARN must not run a failed command again on its own;
+# the user decides, e.g. `recover`), spark-submit waiting for the application (its exit is the command's).
+FORCED_CONF = {"spark.yarn.maxAppAttempts": "1", "spark.yarn.submit.waitAppCompletion": "true"}
 
 
 def wants_submission(args: argparse.Namespace, config: LakekeeperConfig) -> bool:
@@ -45,6 +48,11 @@ def wants_submission(args: argparse.Namespace, config: LakekeeperConfig) -> bool
     settings = config.spark_submit
     if not (settings.enabled and settings.deploy_mode == "cluster") or in_application_master():
         return False
+    if not settings.effective_master().startswith("yarn"):
+        raise ConfigError(
+            f"spark_submit.deploy_mode is cluster with master {settings.effective_master()}: the command line submits "
+            "its driver to YARN only (master: yarn). Use deploy_mode: client there. Nothing was done"
+        )
     if args.command in LOCAL_COMMANDS or (args.command == "demo" and args.action == "run"):
         return False
     if args.command == "demo":
@@ -88,16 +96,22 @@ def submit_environment() -> dict[str, str]:
 def submission_command(args: argparse.Namespace, argv: list[str], config: LakekeeperConfig, shipped: Path) -> list:
     """The spark-submit command line of this run, `shipped` being the effective config written for the driver."""
     settings = config.spark_submit
+    for key, value in settings.extra_conf.items():
+        if key in FORCED_CONF and str(value) != FORCED_CONF[key]:
+            raise ConfigError(
+                f"spark_submit.extra_conf sets {key} to {value!r}; in cluster mode lakekeeper-dagster needs "
+                f"{FORCED_CONF[key]!r} there (one attempt: YARN must not run a failed command again by itself; the "
+                "command waits for its application). Remove it. Nothing was done"
+            )
     settings = settings.model_copy(
         update={
             "submit_command": submit_executable(settings.submit_command),
             "master": settings.effective_master(),
             "extra_files": [*settings.extra_files, f"{shipped}#{SUBMITTED_CONFIG}"],
-            # One attempt: YARN must not run a failed command again on its own (the user decides, e.g. `recover`).
             "extra_conf": {
                 "spark.app.name": f"lakekeeper-dagster {args.command}",
-                "spark.yarn.maxAppAttempts": "1",
                 **settings.extra_conf,
+                **FORCED_CONF,
             },
         }
     )
@@ -138,7 +152,12 @@ def run_submitted(args: argparse.Namespace, argv: list[str], config: LakekeeperC
         return 0
     logs = f"the driver's output: yarn logs -applicationId {app_id}"
     if code != 0:
-        print(f"error: YARN application {app_id} did not succeed (spark-submit exited {code}); {logs}", file=sys.stderr)
+        print(
+            f"error: YARN application {app_id} did not succeed or was lost from view (spark-submit exited {code}; "
+            f"`yarn application -status {app_id}` says which); {logs}. If it was changing a table, run "
+            "`lakekeeper-dagster recover` for it (once the run's lease has expired, up to 2 minutes).",
+            file=sys.stderr,
+        )
         return 1
     print(f"YARN application {app_id} succeeded; {logs}", flush=True)
     return 0

@@ -10,6 +10,7 @@ ResourceManager and two NodeManagers, Spark's jars staged on its HDFS; client mo
 
 from __future__ import annotations
 
+import getpass
 import itertools
 import os
 import signal
@@ -41,8 +42,7 @@ CLUSTER_OPTION = "--spark-cluster"
 # each Worker: a shuffle crosses JVMs), so a Worker offers 2 cores.
 TEST_CLUSTER = {"workers": 2, "worker_cores": 2, "app_cores": 2}
 # On YARN the tests' tables stay on the local filesystem (their paths name no scheme): the default filesystem of the
-# sessions there is the local one, not the HDFS of the YARN's HADOOP_CONF_DIR.
-LOCAL_DEFAULT_FS = {"spark.hadoop.fs.defaultFS": "file:///"}
+# sessions there is the local one, not the HDFS of the YARN's HADOOP_CONF_DIR (`local_default_fs`).
 
 
 def pytest_addoption(parser) -> None:
@@ -138,7 +138,7 @@ def spark_cluster(request, tmp_path_factory) -> SparkCluster | LocalYarn | None:
         try:
             hadoop.start()
             os.environ["HADOOP_CONF_DIR"] = str(hadoop.conf_dir)
-            cluster = LocalYarn(hadoop, extra_conf=LOCAL_DEFAULT_FS)
+            cluster = LocalYarn(hadoop, extra_conf=local_default_fs(hadoop))
             os.environ[CLI_CONFIG_ENV] = yaml.safe_dump({"spark_submit": cluster.spark_submit()})
             yield cluster
         finally:
@@ -154,6 +154,12 @@ def spark_cluster(request, tmp_path_factory) -> SparkCluster | LocalYarn | None:
     finally:
         os.environ.pop(CLI_CONFIG_ENV, None)
         cluster.stop()
+
+
+def local_default_fs(hadoop: LocalHadoop) -> dict[str, str]:
+    """The local filesystem the default one, the applications' staging directory still on the HDFS (else each
+    application copies Spark's staged jars to the local one)."""
+    return {"spark.hadoop.fs.defaultFS": "file:///", "spark.yarn.stagingDir": f"{hadoop.uri}/user/{getpass.getuser()}"}
 
 
 def cluster_session_conf(cluster: SparkCluster | LocalYarn | None) -> dict[str, str]:

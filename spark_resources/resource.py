@@ -57,6 +57,9 @@ class HiveSparkResource(LazyPySparkResource):
             hive_spark_conf(self.settings(), self.metastore_uri, self.warehouse_dir), self.kerberos_login()
         )
         conf.update({k: str(v) for k, v in self.spark_config.items()})
+        # A Dagster run's driver is the run worker: client mode, whatever deploy_mode the command line submits with.
+        if conf.get("spark.submit.deployMode") == "cluster":
+            conf["spark.submit.deployMode"] = "client"
         return conf
 
     def setup_for_execution(self, context: InitResourceContext) -> None:

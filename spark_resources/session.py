@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from py4j.protocol import Py4JError
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
@@ -87,7 +88,10 @@ def stopped_application() -> str | None:
     """The id of this process's Spark application when its SparkContext was stopped under it (by the cluster: on
     YARN an application killed, `yarn application -kill`), else None."""
     context = SparkContext._active_spark_context
-    if context is None or not context._jsc.sc().isStopped():
+    try:
+        if context is None or not context._jsc.sc().isStopped():
+            return None
+    except Py4JError:  # the driver's JVM itself is gone: nothing to name
         return None
     return context.applicationId
 

@@ -149,8 +149,8 @@ def render_submit_command(
         cmd += ["--files", ",".join(settings.extra_files)]
     if settings.py_files:
         cmd += ["--py-files", ",".join(settings.py_files)]
-    if settings.deploy_mode == "cluster":
-        cmd += ["--conf", "spark.yarn.appMasterEnv.LAKEKEEPER_SUBMITTED=1"]
     for key, value in settings.extra_conf.items():
         cmd += ["--conf", f"{key}={value}"]
+    if settings.deploy_mode == "cluster":  # last: spark-submit keeps a key's last value, so extra_conf cannot undo it
+        cmd += ["--conf", "spark.yarn.appMasterEnv.LAKEKEEPER_SUBMITTED=1"]
     return [*cmd, script, *script_args]

@@ -9,7 +9,6 @@ that each NodeManager caches them for every application) rather than uploaded by
 
 from __future__ import annotations
 
-import getpass
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,13 +67,11 @@ def client_settings(ready: dict[str, str]) -> dict[str, str]:
 
 
 def spark_conf(namenode_uri: str) -> dict[str, str]:
-    """A Spark application's settings on this YARN without a key of their own in `spark_submit`: the staged jars
-    and the applications' staging directory on its HDFS, the driver on loopback (the NodeManagers' containers reach
+    """A Spark application's settings on this YARN without a key of their own in `spark_submit`: the staged jars,
+    the driver on loopback (the NodeManagers' containers reach
     it there), a small ApplicationMaster, no driver web UI (see EXECUTOR_MEMORY's comment)."""
     return {
         "spark.yarn.archive": f"{namenode_uri}{spark_archive_path()}",
-        # Staged on the same HDFS, whatever the default filesystem: else each application copies the archive there.
-        "spark.yarn.stagingDir": f"{namenode_uri}/user/{getpass.getuser()}",
         "spark.ui.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
@@ -117,14 +114,15 @@ def check_queue(jvm: Any, conf: dict[str, str]) -> None:
 
 
 def container_pids(within: Path) -> list[int]:
-    """Pids of the processes the NodeManagers launched (their working directory is under `within`): what a hard
-    stop of the minicluster would leave behind."""
+    """Pids of the container processes the NodeManagers launched (YARN's CONTAINER_ID in their environment, their
+    working directory under `within`): what a hard stop of the minicluster would leave behind. Never this process."""
     pids = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         try:
-            if Path(os.readlink(proc / "cwd")).is_relative_to(within):
+            inside = Path(os.readlink(proc / "cwd")).is_relative_to(within)
+            if inside and b"\0CONTAINER_ID=container_" in b"\0" + (proc / "environ").read_bytes():
                 pids.append(int(proc.name))
         except OSError:
             continue

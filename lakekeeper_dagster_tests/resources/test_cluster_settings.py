@@ -139,3 +139,9 @@ def test_a_yarn_master_without_the_clusters_client_configuration_is_refused_befo
     monkeypatch.delenv("YARN_CONF_DIR", raising=False)
     with pytest.raises(ResourceError, match=r"spark_submit\.master is yarn.*HADOOP_CONF_DIR.*hadoop start --yarn"):
         start_spark_session({"spark.master": "yarn", "spark.submit.deployMode": "client"})
+
+
+@pytest.mark.pure
+def test_a_dagster_runs_driver_stays_in_the_run_worker_whatever_deploy_mode_the_command_line_uses():
+    config = LakekeeperConfig.model_validate({"spark_submit": {"enabled": True, "deploy_mode": "cluster"}})
+    assert spark_resource_for(config).full_conf()["spark.submit.deployMode"] == "client"

@@ -19,8 +19,8 @@ from lakekeeper_dagster_tests.resources.conftest import REALM
 from lakekeeper_dagster_tests.tables import REPO
 from spark_resources.hadoop import LocalHadoop
 from spark_resources.hadoop_kerberos import HadoopKerberos
+from spark_resources.local_yarn import LocalYarn
 from spark_resources.metastore import MetastoreServer, free_port
-from spark_resources.yarn import LocalYarn
 
 HDFS_SERVICE = f"hdfs/localhost@{REALM}"
 METASTORE_SERVICE = f"hive-hdfs/localhost@{REALM}"  # not hive/localhost: the session's other metastore has that one

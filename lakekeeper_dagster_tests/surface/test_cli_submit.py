@@ -125,6 +125,37 @@ def test_commands_that_cannot_run_in_a_yarn_container_are_refused(tmp_path, args
     assert not record.exists()
 
 
+@pytest.mark.parametrize(
+    "settings, refusal",
+    [
+        ({"extra_conf": {"spark.yarn.maxAppAttempts": "2"}}, "extra_conf sets spark.yarn.maxAppAttempts to '2'"),
+        ({"extra_conf": {"spark.yarn.submit.waitAppCompletion": "false"}}, "spark.yarn.submit.waitAppCompletion"),
+        ({"master": "spark://127.0.0.1:7077"}, "the command line submits its driver to YARN only"),
+    ],
+)
+def test_cluster_settings_that_would_undo_the_submissions_guarantees_are_refused(tmp_path, settings, refusal):
+    script, record = stand_in_submit(tmp_path)
+    config = cluster_block(script)
+    config["spark_submit"].update(settings)
+    done = run_cli(["analyze"], tmp_path, closed_metastore_uri(), {"HADOOP_CONF_DIR": str(tmp_path)}, config=config)
+
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert refusal in done.stderr and "Nothing was done" in done.stderr
+    assert not record.exists()
+
+
+def test_extra_conf_cannot_turn_the_resubmission_guard_off(tmp_path):
+    """spark-submit keeps a key's last value: the guard comes after extra_conf."""
+    script, record = stand_in_submit(tmp_path)
+    config = cluster_block(script)
+    config["spark_submit"]["extra_conf"] = {f"spark.yarn.appMasterEnv.{SUBMITTED_ENV}": "0"}
+    run_cli(["analyze"], tmp_path, closed_metastore_uri(), {"HADOOP_CONF_DIR": str(tmp_path)}, config=config)
+
+    argv = json.loads(record.read_text())["argv"]
+    guards = [argv[i + 1] for i, flag in enumerate(argv) if flag == "--conf" and SUBMITTED_ENV in argv[i + 1]]
+    assert guards[-1] == f"spark.yarn.appMasterEnv.{SUBMITTED_ENV}=1"
+
+
 def test_cluster_deploy_mode_without_the_cluster_configuration_is_refused(tmp_path):
     script, record = stand_in_submit(tmp_path)
     env = {"HADOOP_CONF_DIR": "", "YARN_CONF_DIR": ""}
@@ -179,7 +210,7 @@ def environment_of(events: Path, app_id: str) -> dict[str, dict[str, str]]:
     raise AssertionError(f"no environment in {log}")
 
 
-@pytest.mark.cluster(only=True)
+@pytest.mark.cluster(only="yarn")
 def test_compact_in_cluster_deploy_mode_runs_the_driver_in_the_application_master(
     spark, spark_cluster, metastore, database, data_dir, tmp_path, packed_env
 ):
@@ -213,7 +244,7 @@ def test_compact_in_cluster_deploy_mode_runs_the_driver_in_the_application_maste
     assert Path(system["user.dir"]).name == f"container_{app_id.removeprefix('application_')}_01_000001"
 
 
-@pytest.mark.cluster(only=True)
+@pytest.mark.cluster(only="yarn")
 def test_a_driver_failing_in_the_application_master_fails_the_command_and_names_the_application(
     spark, spark_cluster, metastore, database, tmp_path, packed_env
 ):
