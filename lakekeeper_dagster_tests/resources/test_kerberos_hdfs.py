@@ -109,6 +109,7 @@ def _user_params(kdc, secure_hdfs, hdfs_metastore, tmp_path) -> dict:
 @pytest.mark.kerberos
 @pytest.mark.hdfs
 @pytest.mark.slow
+@pytest.mark.cluster(only="yarn")  # in the YARN tier, beside the suite: a secure Hadoop of its own is a long start
 def test_a_spark_application_on_the_kerberized_yarn_gets_delegation_tokens_for_its_executors(
     kdc, secure_hdfs, hdfs_metastore, user_keytab, tmp_path
 ):
@@ -139,6 +140,7 @@ def test_a_spark_application_on_the_kerberized_yarn_gets_delegation_tokens_for_i
 @pytest.mark.kerberos
 @pytest.mark.hdfs
 @pytest.mark.slow
+@pytest.mark.cluster(only="yarn")  # in the YARN tier, beside the suite: a secure Hadoop of its own is a long start
 def test_a_keytab_login_writes_and_reads_a_table_on_the_kerberized_hdfs(
     kdc, secure_hdfs, hdfs_metastore, user_keytab, tmp_path
 ):
@@ -177,6 +179,7 @@ def _logins(kdc, principal: str) -> int:
 @pytest.mark.kerberos
 @pytest.mark.hdfs
 @pytest.mark.slow
+@pytest.mark.cluster(only="yarn")  # in the YARN tier, beside the suite: a secure Hadoop of its own is a long start
 def test_without_a_ticket_the_kerberized_hdfs_refuses_and_names_kerberos(kdc, secure_hdfs, tmp_path):
     params = {
         "hdfs_conf": secure_hdfs.spark_conf(),
