@@ -22,6 +22,9 @@ from spark_resources.hadoop_kerberos import HadoopKerberos
 from spark_resources.local_yarn import LocalYarn
 from spark_resources.metastore import MetastoreServer, free_port
 
+# In the YARN tier, beside the suite: a secure Hadoop of its own is a long start.
+pytestmark = [pytest.mark.kerberos, pytest.mark.hdfs, pytest.mark.slow, pytest.mark.cluster(only="yarn")]
+
 HDFS_SERVICE = f"hdfs/localhost@{REALM}"
 METASTORE_SERVICE = f"hive-hdfs/localhost@{REALM}"  # not hive/localhost: the session's other metastore has that one
 USER = "etl"
@@ -106,10 +109,6 @@ def _user_params(kdc, secure_hdfs, hdfs_metastore, tmp_path) -> dict:
     }
 
 
-@pytest.mark.kerberos
-@pytest.mark.hdfs
-@pytest.mark.slow
-@pytest.mark.cluster(only="yarn")  # in the YARN tier, beside the suite: a secure Hadoop of its own is a long start
 def test_a_spark_application_on_the_kerberized_yarn_gets_delegation_tokens_for_its_executors(
     kdc, secure_hdfs, hdfs_metastore, user_keytab, tmp_path
 ):
@@ -137,10 +136,6 @@ def test_a_spark_application_on_the_kerberized_yarn_gets_delegation_tokens_for_i
     assert LocalYarn(secure_hdfs).application(done["app_id"])["user"] == USER
 
 
-@pytest.mark.kerberos
-@pytest.mark.hdfs
-@pytest.mark.slow
-@pytest.mark.cluster(only="yarn")  # in the YARN tier, beside the suite: a secure Hadoop of its own is a long start
 def test_a_keytab_login_writes_and_reads_a_table_on_the_kerberized_hdfs(
     kdc, secure_hdfs, hdfs_metastore, user_keytab, tmp_path
 ):
@@ -176,10 +171,6 @@ def _logins(kdc, principal: str) -> int:
     return sum("AS_REQ" in line and "ISSUE" in line and f"{principal} for krbtgt/" in line for line in lines)
 
 
-@pytest.mark.kerberos
-@pytest.mark.hdfs
-@pytest.mark.slow
-@pytest.mark.cluster(only="yarn")  # in the YARN tier, beside the suite: a secure Hadoop of its own is a long start
 def test_without_a_ticket_the_kerberized_hdfs_refuses_and_names_kerberos(kdc, secure_hdfs, tmp_path):
     params = {
         "hdfs_conf": secure_hdfs.spark_conf(),
