@@ -22,19 +22,29 @@ LIVE_MATCHES_BACKUP = "live_matches_backup"
 def build_backup_check(info: TableInfo, translator: HiveTableTranslator) -> dg.AssetChecksDefinition:
     """The table's `live_matches_backup` check."""
 
-    @dg.asset_check(
-        asset=translator.asset_key(info),
-        name=LIVE_MATCHES_BACKUP,
-        description="Re-reads every partition of the most recent backup and the live partition: the originals (the "
-        "files the backup kept, plus the large files the compaction left in place) and the live files hold the same "
-        "rows, same content checksum (catches anything that changed the rewritten files or the originals after the "
-        "compaction).",
+    key = translator.asset_key(info)
+
+    @dg.multi_asset_check(  # the op named by the translator: unique even where asset keys flatten alike
+        name=f"{translator.op_name(info)}_{LIVE_MATCHES_BACKUP}",
+        specs=[
+            dg.AssetCheckSpec(
+                LIVE_MATCHES_BACKUP,
+                asset=key,
+                description="Re-reads every partition of the most recent backup and the live partition: the "
+                "originals (the files the backup kept, plus the large files the compaction left in place) and the "
+                "live files hold the same rows, same content checksum (catches anything that changed the rewritten "
+                "files or the originals after the compaction).",
+            )
+        ],
     )
     def _check(spark: HiveSparkResource) -> dg.AssetCheckResult:
         with engine_failures():
             comparisons = verify_against_backup(spark.spark_session, info.database, info.name)
         return dg.AssetCheckResult(
-            passed=all(c.matches for c in comparisons), metadata=backup_check_metadata(comparisons)
+            asset_key=key,
+            check_name=LIVE_MATCHES_BACKUP,
+            passed=all(c.matches for c in comparisons),
+            metadata=backup_check_metadata(comparisons),
         )
 
     return _check

@@ -29,7 +29,7 @@ from lakekeeper_dagster.managed import ManagedTables, load_managed_tables
 from lakekeeper_dagster.observations import OBSERVE_JOB, build_observe_job, observe_schedule
 from lakekeeper_dagster.partition_sensor import build_partitions_sensor
 from lakekeeper_dagster.sensors import build_file_count_sensor
-from lakekeeper_dagster.translator import HiveTableTranslator
+from lakekeeper_dagster.translator import HiveTableTranslator, renamed_tables
 from spark_resources.resource import HiveSparkResource, code_location_resource
 
 # Job metadata key of the location's notice ("0 tables managed: ...", "the metastore is unreachable: ..."): shown
@@ -71,7 +71,10 @@ def definitions_from_state(
     """Assets, checks, jobs, schedules and the sensor of the state's tables; its notice on every job's page."""
     tables = state.managed.tables
     translator = HiveTableTranslator(
-        owners=config.asset_owners, tags=config.asset_tags, policies=config.table_overrides
+        owners=config.asset_owners,
+        tags=config.asset_tags,
+        policies=config.table_overrides,
+        renamed=renamed_tables(tables),
     )
     jobs = [
         *build_jobs(config, tables, translator),

@@ -8,8 +8,10 @@ the history (observations, materializations, dynamic partitions) recorded under 
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +32,13 @@ PARTITION_COLUMN = "partition column"  # the description of a partition column i
 @dataclass(frozen=True)
 class HiveTableTranslator:
     """The Dagster identity of a Hive table; `owners` and `tags` go on every table's asset, `policies` (by DB.TABLE,
-    `table_overrides`) on its table's."""
+    `table_overrides`) on its table's. `renamed`: the (database, table) pairs whose flattened names another table
+    shares (`renamed_tables`), named apart."""
 
     owners: Sequence[str] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
     policies: Mapping[str, TablePolicies] = field(default_factory=dict)
+    renamed: frozenset[tuple[str, str]] = frozenset()
 
     def asset_key(self, info: TableInfo) -> dg.AssetKey:
         """`hive/<database>/<table>`."""
@@ -54,7 +58,7 @@ class HiveTableTranslator:
 
     def op_name(self, info: TableInfo) -> str:
         """The op that compacts the table (the name its run config is keyed by)."""
-        return _identifier(info)
+        return self._identifier(info)
 
     def job_name(self, info: TableInfo) -> str:
         """`Compact__<database>__<table>`: the table's compaction job, launched by the UI, backfills and the sensor.
@@ -63,7 +67,7 @@ class HiveTableTranslator:
         no preferred job), and Dagster's hidden `__ASSET_JOB` holds every asset: a name that starts with a capital
         sorts first (`C` < `_`), so the button launches this job, not the hidden one.
         """
-        return _identifier(info, prefix="Compact")
+        return self._identifier(info, prefix="Compact")
 
     def pool(self, info: TableInfo) -> str:
         """The concurrency pool of the table: runs compacting the same table queue behind each other."""
@@ -71,7 +75,7 @@ class HiveTableTranslator:
 
     def partitions_def_name(self, info: TableInfo) -> str:
         """The dynamic partitions of the table (keys are Hive partition names, `date=2024-01-01/ref=FR`)."""
-        return _identifier(info)
+        return self._identifier(info)
 
     def partitions_def(self, info: TableInfo) -> dg.DynamicPartitionsDefinition | None:
         """The table's dynamic partitions, mirroring its Hive partitions; None when it is not partitioned."""
@@ -132,7 +136,34 @@ class HiveTableTranslator:
             partitions_def=self.partitions_def(info),
         )
 
+    def _identifier(self, info: TableInfo, prefix: str = "hive") -> str:
+        """`_flattened`, or for a renamed table `<prefix>___<hash>__<database>__<table>` (its exact names hashed)."""
+        name = _flattened(prefix, info.database, info.name)
+        if (info.database, info.name) not in self.renamed:
+            return name
+        digest = hashlib.sha256(f"{info.database}.{info.name}".encode()).hexdigest()[:16]
+        return name.replace(f"{prefix}__", f"{prefix}___{digest}__", 1)
 
-def _identifier(info: TableInfo, prefix: str = "hive") -> str:
-    """`<prefix>__<database>__<table>`, anything but letters, digits and `_` replaced by `_`: a valid Dagster name."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", f"{prefix}__{info.database}__{info.name}")
+
+# A name part that flattening keeps apart: letters and digits, single `_` between them. Two tables whose parts are all
+# plain never share a flattened name, and no flattened name with plain parts holds `___` (a renamed name does).
+_PLAIN = re.compile(r"[A-Za-z0-9]+(_[A-Za-z0-9]+)*")
+
+
+def _flattened(prefix: str, database: str, name: str) -> str:
+    """`<prefix>__<database>__<table>`, anything but letters, digits and `_` replaced by `_`: a valid Dagster name,
+    shared by tables such as `a__b.c` and `a.b__c`."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"{prefix}__{database}__{name}")
+
+
+def renamed_tables(tables: Iterable[TableInfo]) -> frozenset[tuple[str, str]]:
+    """The tables that cannot keep their flattened name: those sharing it with another table, except a table whose
+    parts are plain (at most one per name). Every other table keeps the name Dagster instances already persist."""
+    tables = list(tables)
+    shared = Counter(_flattened("hive", t.database, t.name) for t in tables)
+    return frozenset(
+        (t.database, t.name)
+        for t in tables
+        if shared[_flattened("hive", t.database, t.name)] > 1
+        and not (_PLAIN.fullmatch(t.database) and _PLAIN.fullmatch(t.name))
+    )
