@@ -12,6 +12,8 @@
 import java.io.File;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -30,6 +32,8 @@ import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.server.common.HdfsServerConstants.StartupOption;
 import org.apache.hadoop.yarn.server.MiniYARNCluster;
+import org.apache.hadoop.yarn.server.resourcemanager.ResourceManager;
+import org.apache.hadoop.yarn.webapp.util.WebAppUtils;
 
 public class LocalHadoopCluster {
     public static void main(String[] args) throws Exception {
@@ -68,7 +72,12 @@ public class LocalHadoopCluster {
             stageSparkJars(dfs.getFileSystem(), new File(sparkJars), new org.apache.hadoop.fs.Path(sparkArchive));
         }
         if (nodemanagers > 0) {
-            yarn = new MiniYARNCluster("lakekeeper", 1, nodemanagers, 1, 1);
+            yarn = new MiniYARNCluster("lakekeeper", 1, nodemanagers, 1, 1) {
+                @Override
+                protected ResourceManager createResourceManager() {
+                    return new WebAppOnAFreePort();
+                }
+            };
             yarn.init(conf);
             yarn.start();
             if (!yarn.waitForNodeManagersToConnect(60_000)) {
@@ -89,6 +98,26 @@ public class LocalHadoopCluster {
         }));
         writeReady(Path.of(ready), state);
         Thread.currentThread().join();
+    }
+
+    /**
+     * The minicluster's ResourceManager (no keytab login of its own), its web app on a free port chosen before it
+     * starts: the ResourceManager takes its web proxy's address (the applications' tracking URLs,
+     * http://HOST:PORT/proxy/APPLICATION_ID/) from its settings once, before its web app binds, so with the
+     * minicluster's ephemeral port 0 every tracking URL would name port 0.
+     */
+    static class WebAppOnAFreePort extends ResourceManager {
+        @Override
+        protected void doSecureLogin() {
+        }
+
+        @Override
+        protected void serviceInit(Configuration conf) throws Exception {
+            try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+                WebAppUtils.setRMWebAppHostnameAndPort(conf, MiniYARNCluster.getHostname(), probe.getLocalPort());
+            }
+            super.serviceInit(conf);
+        }
     }
 
     /** Every jar of `jars` in one zip at `archive` (stored, not compressed: jars are), readable by all. */

@@ -25,6 +25,8 @@ EXECUTOR_MEMORY = "512m"
 # Spark 4.3 in YARN client mode: the ApplicationMaster adds its proxy filter to the driver's web UI while the
 # SparkContext attaches the UI's handlers, and the context then fails to start (a ConcurrentModificationException in
 # Jetty's ServletHandler.initialize; two starts in three here). So a driver on this YARN runs without its web UI.
+# In cluster mode the ApplicationMaster adds the filter before the UI starts: an application submitted so may turn it
+# back on (`spark.ui.enabled` true in its extra_conf; test_cli_submit.py does) and be watched through its tracking URL.
 
 
 def spark_archive_path() -> str:

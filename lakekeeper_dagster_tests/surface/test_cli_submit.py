@@ -8,9 +8,12 @@ records what it was given) shows what is submitted, and the submitted side runs 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,8 +22,10 @@ import yaml
 from lakekeeper_dagster.cli_session import SUBMITTED_ENV, session_conf
 from lakekeeper_dagster.cli_submit import ENTRY_SCRIPT, SUBMITTED_CONFIG
 from lakekeeper_dagster.config import parse_config
+from lakekeeper_dagster.engine import faults
 from lakekeeper_dagster_tests.packed_env import BASE_PYTHON, build_packed_env
 from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of, run_cli
+from spark_resources.local_yarn import NO_PROXY
 
 KERBEROS = {"principal": "etl@EXAMPLE.COM", "keytab": "/edge-node-only/etl.keytab"}
 
@@ -200,20 +205,53 @@ def the_new_application(yarn, known: set[str]) -> tuple[str, dict]:
     return new[0], yarn.application(new[0])
 
 
-def environment_of(events: Path, app_id: str) -> dict[str, dict[str, str]]:
-    """The driver's environment (Spark and system properties) from the application's event log."""
+def events_of(events: Path, app_id: str) -> list[dict]:
+    """The events of the application's (one) event log."""
     (log,) = events.glob(f"{app_id}_*")
-    for line in log.read_text().splitlines():
-        event = json.loads(line)
-        if event["Event"] == "SparkListenerEnvironmentUpdate":
-            return {section: dict(values) for section, values in event.items() if section != "Event"}
-    raise AssertionError(f"no environment in {log}")
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def environment_of(events: list[dict]) -> dict[str, dict[str, str]]:
+    """The driver's environment (Spark and system properties) from the application's events."""
+    (event,) = [event for event in events if event["Event"] == "SparkListenerEnvironmentUpdate"]
+    return {section: dict(values) for section, values in event.items() if section != "Event"}
+
+
+def proxied_jobs(yarn, app_id: str) -> list[dict]:
+    """The running application's jobs as Spark's REST API in its driver's UI says them, reached through its tracking
+    URL (the ResourceManager's web proxy); [] while the application or its UI is not there yet."""
+    report = yarn.application(app_id)
+    web = yarn.hadoop.yarn_addresses()["yarn.resourcemanager.webapp.address"]
+    if report["state"] != "RUNNING":
+        return []
+    assert report["trackingUrl"] == f"http://{web}/proxy/{app_id}/", report  # the RM's proxy, not the driver
+    try:
+        with NO_PROXY.open(f"{report['trackingUrl']}api/v1/applications/{app_id}/jobs", timeout=10) as answer:
+            return json.loads(answer.read())
+    except (OSError, ValueError):  # the UI not bound yet: the proxy answers with an error or its own page
+        return []
+
+
+def jobs_once_verified(yarn, known: set[str], process: subprocess.Popen, table: str) -> tuple[str, list[dict]]:
+    """The new application's id and its jobs through the proxy, once its verify job (the last before the `written`
+    pause) has succeeded."""
+    deadline, jobs = time.monotonic() + 240, []
+    while time.monotonic() < deadline and process.poll() is None:
+        new = [app_id for app_id in yarn.applications() if app_id not in known]
+        jobs = proxied_jobs(yarn, new[0]) if new else []
+        verified = any(job["description"].startswith(f"lakekeeper compact {table}: verify ") for job in jobs)
+        if verified and all(job["status"] == "SUCCEEDED" for job in jobs):
+            return new[0], jobs
+        time.sleep(0.5)
+    raise AssertionError(f"no verified jobs through the proxy (CLI exit {process.poll()}); jobs: {jobs}")
 
 
 @pytest.mark.cluster(only="yarn")
 def test_compact_in_cluster_deploy_mode_runs_the_driver_in_the_application_master(
     spark, spark_cluster, metastore, database, data_dir, tmp_path, packed_env
 ):
+    """... and its jobs, labelled, with their progress, are seen through the application's tracking URL while it
+    runs (the driver's UI in the ApplicationMaster, behind the ResourceManager's proxy), and in its event log."""
     # The machine's Python cannot run the command line: only the packed environment's can.
     assert subprocess.run([str(BASE_PYTHON), "-c", "import rich"], capture_output=True).returncode != 0
     table = make_table(spark, database, "submitted", data_dir, partitions=DATES[:1], files=6)
@@ -221,21 +259,46 @@ def test_compact_in_cluster_deploy_mode_runs_the_driver_in_the_application_maste
     events = tmp_path / "events"
     events.mkdir()
     known = set(spark_cluster.applications())
-
-    done = run_cli(
-        ["compact", "--table", table],
-        tmp_path,
-        metastore.uri,
-        config=cluster_mode_config(spark_cluster, packed_env, events),
+    release = tmp_path / "release"
+    config = cluster_mode_config(spark_cluster, packed_env, events)
+    config["spark_submit"]["extra_conf"].update(
+        {
+            "spark.ui.enabled": "true",  # the local YARN's config turns it off for client mode (see yarn.py)
+            f"spark.yarn.appMasterEnv.{faults.ENV}": f"pause@written:{release}",  # the driver's environment
+        }
     )
 
-    assert done.returncode == 0, done.stderr[-3000:]
-    app_id, report = the_new_application(spark_cluster, known)  # the driver did not submit again
+    process = run_cli(["compact", "--table", table], tmp_path, metastore.uri, config=config, wait=False)
+    with ThreadPoolExecutor(1) as drain:  # the command's pipes never fill while the test looks
+        output = drain.submit(process.communicate, timeout=300)
+        try:
+            app_id, jobs = jobs_once_verified(spark_cluster, known, process, table)
+        finally:
+            release.touch()
+        stdout, stderr = output.result()
+
+    label = re.compile(rf"lakekeeper compact {re.escape(table)}( partition [^:]+)?: .+")
+    assert [job["description"] for job in jobs if not label.fullmatch(job["description"])] == [], jobs
+    assert f"lakekeeper compact {table} partition date=2024-01-01: write 1 file(s)" in {j["description"] for j in jobs}
+    # Their progress, as the UI's Succeeded/Total: every task done, but those of a stage an earlier job ran (skipped).
+    done = [(job["numCompletedIndices"], job["numSkippedTasks"], job["numTasks"]) for job in jobs]
+    assert all(completed > 0 and completed + skipped == total for completed, skipped, total in done), done
+    assert process.returncode == 0, stderr[-3000:]
+    assert the_new_application(spark_cluster, known)[0] == app_id  # the driver did not submit again
+    report = spark_cluster.application(app_id)
     assert (report["state"], report["finalStatus"]) == ("FINISHED", "SUCCEEDED")
-    assert f"YARN application {app_id} succeeded; the driver's output: yarn logs -applicationId {app_id}" in done.stdout
+    assert f"YARN application {app_id} succeeded; the driver's output: yarn logs -applicationId {app_id}" in stdout
     assert rows_of(spark, table) == before
     assert len(data_files(data_dir / "date=2024-01-01")) == 1
-    environment = environment_of(events, app_id)
+    logged = events_of(events, app_id)
+    # What a history server shows once the application is over: every job started with its label (the run's
+    # history record appended last, in a job labelled for the history table).
+    started = [event for event in logged if event["Event"] == "SparkListenerJobStart"]
+    descriptions = [event["Properties"].get("spark.job.description", "") for event in started]
+    history = re.compile(r"lakekeeper history append 1 record\(s\) to [\w.]+")
+    assert all(label.fullmatch(text) for text in descriptions[:-1]), descriptions
+    assert history.fullmatch(descriptions[-1]) and {job["description"] for job in jobs} <= {*descriptions}
+    environment = environment_of(logged)
     spark_properties, system = environment["Spark Properties"], environment["System Properties"]
     assert spark_properties["spark.submit.deployMode"] == "cluster"
     assert spark_properties["spark.pyspark.python"] == "./env/bin/python"
