@@ -24,7 +24,7 @@ def build_backup_check(info: TableInfo, translator: HiveTableTranslator) -> dg.A
 
     key = translator.asset_key(info)
 
-    @dg.multi_asset_check(  # the op named by the translator: unique even where asset keys flatten alike
+    @dg.multi_asset_check(  # the op named by the translator: apart for tables whose keys flatten alike
         name=f"{translator.op_name(info)}_{LIVE_MATCHES_BACKUP}",
         specs=[
             dg.AssetCheckSpec(

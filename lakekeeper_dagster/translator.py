@@ -145,11 +145,6 @@ class HiveTableTranslator:
         return name.replace(f"{prefix}__", f"{prefix}___{digest}__", 1)
 
 
-# A name part that flattening keeps apart: letters and digits, single `_` between them. Two tables whose parts are all
-# plain never share a flattened name, and no flattened name with plain parts holds `___` (a renamed name does).
-_PLAIN = re.compile(r"[A-Za-z0-9]+(_[A-Za-z0-9]+)*")
-
-
 def _flattened(prefix: str, database: str, name: str) -> str:
     """`<prefix>__<database>__<table>`, anything but letters, digits and `_` replaced by `_`: a valid Dagster name,
     shared by tables such as `a__b.c` and `a.b__c`."""
@@ -157,13 +152,9 @@ def _flattened(prefix: str, database: str, name: str) -> str:
 
 
 def renamed_tables(tables: Iterable[TableInfo]) -> frozenset[tuple[str, str]]:
-    """The tables that cannot keep their flattened name: those sharing it with another table, except a table whose
-    parts are plain (at most one per name). Every other table keeps the name Dagster instances already persist."""
+    """The tables that share their flattened name with another: each is named apart (none inherits a name, and the
+    runs and partitions stored under it, that another table had). Every other table keeps the name Dagster instances
+    already persist; a table's names change when a table sharing them is added, and come back when it is removed."""
     tables = list(tables)
     shared = Counter(_flattened("hive", t.database, t.name) for t in tables)
-    return frozenset(
-        (t.database, t.name)
-        for t in tables
-        if shared[_flattened("hive", t.database, t.name)] > 1
-        and not (_PLAIN.fullmatch(t.database) and _PLAIN.fullmatch(t.name))
-    )
+    return frozenset((t.database, t.name) for t in tables if shared[_flattened("hive", t.database, t.name)] > 1)

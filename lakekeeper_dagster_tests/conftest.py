@@ -101,8 +101,6 @@ def pytest_collection_modifyitems(config, items) -> None:
         wanted = (
             marker is not None and only in (None, False, True, on_cluster) if on_cluster else marker is None or not only
         )
-        if wanted and on_cluster == "yarn" and marker is not None and marker.kwargs.get("yarn") is False:
-            wanted = False  # cluster(yarn=False): a YARN test proves the same there
         (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -590,13 +590,12 @@ def test_the_switched_view_hides_exactly_the_planned_fine_partitions_whatever_th
         (3, "2024", "05", "0101"),
         (4, "2023", "05", "0100"),
     ]
-    spark.createDataFrame(source, schema).createOrReplaceTempView("m7_source")
-    spark.createDataFrame([(1, "2024", "05", "0100")], schema).createOrReplaceTempView("m7_merged")
     view = UnionView("m7_source", "m7_merged", merge_layout(info, clock, ["y"]))
-
     text = view.switched({"y": "2024"}, [{"y": "2024", "m": "05", "h": "0100"}])
 
     try:
+        spark.createDataFrame(source, schema).createOrReplaceTempView("m7_source")
+        spark.createDataFrame([(1, "2024", "05", "0100")], schema).createOrReplaceTempView("m7_merged")
         assert sorted(row.id for row in spark.sql(text).collect()) == [1, 2, 3, 4]
     finally:  # the session's temporary views are listed in every database: another test's SHOW TABLES sees them
         spark.catalog.dropTempView("m7_source")

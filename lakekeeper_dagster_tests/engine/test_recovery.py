@@ -43,8 +43,7 @@ def unit_dirs(root, partitioned: bool):
     return [root / f"date={d['date']}" for d in DATES] if partitioned else [root]
 
 
-# The driver killed mid-swap, its executors on the standalone cluster (on YARN, test_yarn_cli kills the application).
-ON_CLUSTER = ("orc", "partitioned", "swapping")
+ON_CLUSTER = ("orc", "partitioned", "swapping")  # the driver killed mid-swap, its executors on the test cluster
 
 
 @pytest.mark.crash
@@ -52,7 +51,7 @@ ON_CLUSTER = ("orc", "partitioned", "swapping")
 @pytest.mark.parametrize(
     ("fmt", "layout", "point"),
     [
-        pytest.param(*case, marks=[pytest.mark.cluster(yarn=False)] if case == ON_CLUSTER else [])
+        pytest.param(*case, marks=[pytest.mark.cluster] if case == ON_CLUSTER else [])
         for case in [
             *itertools.product(["parquet"], ["flat"], COMPACTION_POINTS),
             *itertools.product(["parquet"], ["partitioned"], BATCH_POINTS),

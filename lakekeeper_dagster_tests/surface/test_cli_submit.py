@@ -275,7 +275,11 @@ def test_compact_in_cluster_deploy_mode_runs_the_driver_in_the_application_maste
             app_id, jobs = jobs_once_verified(spark_cluster, known, process, table)
         finally:
             release.touch()
-        stdout, stderr = output.result()
+        try:
+            stdout, stderr = output.result()
+        finally:
+            if process.poll() is None:  # hung: not left running (nor its application, which ends with it)
+                process.kill()
 
     label = re.compile(rf"lakekeeper compact {re.escape(table)}( partition [^:]+)?: .+")
     assert [job["description"] for job in jobs if not label.fullmatch(job["description"])] == [], jobs

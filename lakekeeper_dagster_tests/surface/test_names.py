@@ -1,5 +1,5 @@
-"""Every Dagster name derived from a table is unique, and a table keeps the name instances persist unless another
-table shares it."""
+"""Tables whose names flatten alike each get job, op and partitions-definition names of their own; a table no other
+collides with keeps the names instances persist."""
 
 from __future__ import annotations
 
@@ -35,9 +35,10 @@ def names(translator: HiveTableTranslator, table: TableInfo) -> tuple[str, str, 
     return translator.job_name(table), translator.op_name(table), translator.partitions_def_name(table)
 
 
-def test_every_pair_of_tables_gets_names_of_its_own_and_plain_names_are_kept():
+def test_every_pair_of_tables_gets_names_of_its_own_and_a_table_alone_keeps_its_names():
     tables = [info(d, t) for d, t in itertools.product(DATABASES, TABLES)]
-    translator = HiveTableTranslator(renamed=renamed_tables(tables))
+    renamed = renamed_tables(tables)
+    translator = HiveTableTranslator(renamed=renamed)
 
     given = {(t.database, t.name): names(translator, t) for t in tables}
 
@@ -46,16 +47,18 @@ def test_every_pair_of_tables_gets_names_of_its_own_and_plain_names_are_kept():
     assert all(
         HiveTableTranslator().pool(t) != HiveTableTranslator().pool(u) for t, u in itertools.combinations(tables, 2)
     )
-    plain = ["a", "b", "a_b", "c"]
-    for database, name in itertools.product(plain, plain):  # what instances persist is kept
+    # Both of a colliding pair are renamed (neither inherits the other's stored runs and partitions) ...
+    assert {("a__b", "c"), ("a", "b__c"), ("a", "a_b"), ("a", "a-b")} <= renamed
+    assert given["a", "a_b"][0].startswith("Compact___") and given["a", "a-b"][1].startswith("hive___")
+    # ... and a table no other collides with keeps what instances persist, plain or not.
+    for database, name in [("b", "c"), ("c", "b__c"), ("_b", "a_")]:
+        assert (database, name) not in renamed
         assert given[database, name] == (f"Compact__{database}__{name}", *[f"hive__{database}__{name}"] * 2)
-    # A table no other table collides with keeps its name, plain or not.
-    alone = [info("a__b", "c"), info("x", "y")]
-    assert names(HiveTableTranslator(renamed=renamed_tables(alone)), alone[0])[0] == "Compact__a__b__c"
 
 
 def test_a_location_with_tables_whose_names_flatten_alike_loads_each_with_its_own_job():
     tables = [info("a__b", "c"), info("a", "b__c"), info("a_b", "c"), info("a", "b-c", partitioned=False)]
+    tables.append(info("a", "b_c"))  # a plain name, shared with a.b-c
     state = LocationState(ManagedTables(tables=tables), read_at=None)
 
     location = definitions_from_state(LakekeeperConfig(), state)
@@ -64,5 +67,4 @@ def test_a_location_with_tables_whose_names_flatten_alike_loads_each_with_its_ow
     for table in tables:
         job = location.resolve_job_def(HiveTableTranslator(renamed=renamed_tables(tables)).job_name(table))
         assert job.asset_layer.executable_asset_keys == {dg.AssetKey(["hive", table.database, table.name])}
-    assert location.resolve_job_def("Compact__a_b__c")  # the plain table's name, as before
-    assert location.resolve_job_def("Compact__a__b_c")
+    assert location.resolve_job_def("Compact__a_b__c")  # colliding with none: its name, as before
