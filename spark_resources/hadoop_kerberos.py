@@ -30,12 +30,14 @@ class HadoopKerberos:
     Hadoop's MiniYARNCluster skips the ResourceManager's and NodeManagers' own keytab logins, so they serve as the
     JVM's login user (and a `yarn/...` principal of their own is refused by clients: "Server has invalid Kerberos
     principal"). Its containers run as the NodeManager's user (the DefaultContainerExecutor), the applications'
-    HDFS access on their delegation tokens."""
+    HDFS access on their delegation tokens, which the NameNode honours `token_lifetime` seconds at most when set
+    (Hadoop's default: 7 days)."""
 
     principal: str
     http_principal: str
     keytab: str
     krb5_conf: str
+    token_lifetime: int | None = None
 
     def java_options(self) -> list[str]:
         return [f"-Djava.security.krb5.conf={self.krb5_conf}"]
@@ -72,6 +74,16 @@ class HadoopKerberos:
             "dfs.namenode.https-address": "127.0.0.1:0",
             "dfs.datanode.https.address": "127.0.0.1:0",
             "ipc.client.connect.max.retries.on.sasl": "10",
+            **(self._token_settings() if self.token_lifetime else {}),
+        }
+
+    def _token_settings(self) -> dict[str, str]:
+        """Delegation tokens valid `token_lifetime` seconds at most, renewed (and their keys rolled) at half that."""
+        lifetime_ms = self.token_lifetime * 1000
+        return {
+            "dfs.namenode.delegation.token.max-lifetime": str(lifetime_ms),
+            "dfs.namenode.delegation.token.renew-interval": str(lifetime_ms // 2),
+            "dfs.namenode.delegation.key.update-interval": str(lifetime_ms // 2),
         }
 
     def write_ssl_conf(self, server_conf: Path) -> None:

@@ -93,6 +93,8 @@ def logged_in(params: dict, table: str = "events", submit: dict | None = None) -
         )
         if "ticket_lifetime" in params:
             renewal(resources, params, table, location)
+        if "token_lifetime" in params:
+            token_expiry(spark, params, table)
 
 
 def renewal(resources, params: dict, table: str, location: str) -> None:
@@ -105,6 +107,32 @@ def renewal(resources, params: dict, table: str, location: str) -> None:
     rows = spark.sql(f"SELECT count(*), sum(id) FROM default.{table}").collect()[0]
     files = sorted(str(s.getPath().getName()) for s in listing(spark, location))
     result("renewed", rows=[rows[0], rows[1]], files=files)
+
+
+def token_expiry(spark, params: dict, table: str) -> None:
+    """The delegation tokens the containers started with run out: the executor writes and reads on new ones."""
+    time.sleep(params["token_lifetime"] + 5)
+    spark.range(30, 40).selectExpr("CAST(id AS INT) AS id", "concat('row-', id) AS payload").repartition(
+        2
+    ).write.insertInto(f"default.{table}")
+    rows = spark.sql(f"SELECT count(*), sum(id) FROM default.{table}").collect()[0]
+    result("after_token_expiry", rows=[rows[0], rows[1]], lifetimes=token_lifetimes(spark, params))
+
+
+def token_lifetimes(spark, params: dict) -> list[float]:
+    """The lifetime (seconds from issue to the NameNode's max date) of every HDFS delegation token the application's
+    containers were launched with."""
+    jvm, app_id = spark._jvm, spark.sparkContext.applicationId
+    lifetimes = []
+    for file in Path(params["yarn_dir"]).glob(f"**/nmPrivate/{app_id}/*/*.tokens"):
+        credentials = jvm.org.apache.hadoop.security.Credentials.readTokenStorageFile(
+            jvm.java.io.File(str(file)), spark._jsc.hadoopConfiguration()
+        )
+        for token in credentials.getAllTokens().toArray():
+            if str(token.getKind()) == "HDFS_DELEGATION_TOKEN":
+                identifier = token.decodeIdentifier()
+                lifetimes.append((identifier.getMaxDate() - identifier.getIssueDate()) / 1000)
+    return lifetimes
 
 
 def container_tokens(spark, params: dict, app_id: str) -> dict[str, list[str]]:

@@ -2,7 +2,8 @@
 HTTPS only) against the test KDC, and Spark clients of it, each in a subprocess of its own (kerberos_hdfs_scenarios.py;
 UGI is JVM-global): logged in from a keytab through the resource's login it writes and reads a table on HDFS
 through a Kerberized metastore, across a ticket that runs out mid-run; on the Kerberized YARN its executors work on
-delegation tokens; without a ticket it is refused, and Hadoop's message names Kerberos."""
+delegation tokens, across tokens that run out mid-run; without a ticket it is refused, and Hadoop's message names
+Kerberos."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ HDFS_SERVICE = f"hdfs/localhost@{REALM}"
 METASTORE_SERVICE = f"hive-hdfs/localhost@{REALM}"  # not hive/localhost: the session's other metastore has that one
 USER = "etl"
 TICKET_LIFETIME = 15  # seconds: the user's tickets in the first test, so that one runs out mid-run
+TOKEN_LIFETIME = 40  # seconds: the NameNode's delegation tokens at most, so that those of a YARN test run out mid-run
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,9 @@ def secure_hdfs(kdc, tmp_path_factory) -> LocalHadoop:
     keytab = kdc.principal_with_keytab("hdfs/localhost")
     kdc.kadmin(f"addprinc -randkey HTTP/localhost@{REALM}")
     kdc.kadmin(f"ktadd -k {keytab} HTTP/localhost@{REALM}")
-    kerberos = HadoopKerberos(HDFS_SERVICE, f"HTTP/localhost@{REALM}", keytab, kdc.krb5_conf)
+    kerberos = HadoopKerberos(
+        HDFS_SERVICE, f"HTTP/localhost@{REALM}", keytab, kdc.krb5_conf, token_lifetime=TOKEN_LIFETIME
+    )
     home = tmp_path_factory.mktemp("secure_hadoop")
     hadoop = LocalHadoop(home=home, nodemanagers=1, kerberos=kerberos, java_options=TEST_JVM_FLAGS)
     hadoop.start()
@@ -109,12 +113,13 @@ def _user_params(kdc, secure_hdfs, hdfs_metastore, tmp_path) -> dict:
     }
 
 
-def test_a_spark_application_on_the_kerberized_yarn_gets_delegation_tokens_for_its_executors(
+def test_a_spark_application_on_the_kerberized_yarn_works_on_delegation_tokens_across_their_expiry(
     kdc, secure_hdfs, hdfs_metastore, user_keytab, tmp_path
 ):
     params = _user_params(kdc, secure_hdfs, hdfs_metastore, tmp_path)
     params["spark_submit"] = LocalYarn(secure_hdfs, num_executors=1).spark_submit()
     params["yarn_dir"] = str(secure_hdfs.home / "yarn")
+    params["token_lifetime"] = TOKEN_LIFETIME
     env = {
         **kdc.realm.env,
         "KRB5CCNAME": f"FILE:{tmp_path / 'user_default_ccache'}",
@@ -122,7 +127,8 @@ def test_a_spark_application_on_the_kerberized_yarn_gets_delegation_tokens_for_i
         "LK_KEYTAB": user_keytab,
         "HADOOP_CONF_DIR": str(secure_hdfs.conf_dir),
     }
-    done = _scenario("on_yarn", params, env, tmp_path)
+    steps = _scenario("on_yarn", params, env, tmp_path, all_steps=True)
+    done, later = steps["logged_in"], steps["after_token_expiry"]
     assert done["master"] == "yarn" and done["executors"] == 1
     assert done["login"] == f"{USER}@{REALM} (auth:KERBEROS)"
     # The ApplicationMaster's container and the executor's were launched with an HDFS delegation token (Spark's,
@@ -134,6 +140,10 @@ def test_a_spark_application_on_the_kerberized_yarn_gets_delegation_tokens_for_i
     assert done["sample"] == ["row-0", "row-1", "row-2"]
     assert len(done["files"]) == 2 and all(owner == USER for _, owner in done["files"])
     assert LocalYarn(secure_hdfs).application(done["app_id"])["user"] == USER
+    # The tokens the containers started with ran out (the NameNode honours them TOKEN_LIFETIME seconds at most) before
+    # the executor wrote again: it wrote and read on the new ones Spark obtained from the keytab login.
+    assert later["lifetimes"] and all(lifetime == TOKEN_LIFETIME for lifetime in later["lifetimes"]), later
+    assert later["rows"] == [40, sum(range(40))]
 
 
 def test_a_keytab_login_writes_and_reads_a_table_on_the_kerberized_hdfs(
