@@ -86,7 +86,10 @@ def logged_in(params: dict, table: str = "events", submit: dict | None = None) -
             sample=sample,
             files=files,
             home=home,
-            tokens=container_tokens(spark, params, spark.sparkContext.applicationId),
+            tokens={
+                container: sorted({str(token.getKind()) for token in tokens})
+                for container, tokens in container_tokens(spark, params, spark.sparkContext.applicationId).items()
+            },
             master=spark.sparkContext.master,
             app_id=spark.sparkContext.applicationId,
             executors=len(executors) - 1,  # the driver is one of them
@@ -122,33 +125,29 @@ def token_expiry(spark, params: dict, table: str) -> None:
 def token_lifetimes(spark, params: dict) -> list[float]:
     """The lifetime (seconds from issue to the NameNode's max date) of every HDFS delegation token the application's
     containers were launched with."""
-    jvm, app_id = spark._jvm, spark.sparkContext.applicationId
-    lifetimes = []
-    for file in Path(params["yarn_dir"]).glob(f"**/nmPrivate/{app_id}/*/*.tokens"):
-        credentials = jvm.org.apache.hadoop.security.Credentials.readTokenStorageFile(
-            jvm.java.io.File(str(file)), spark._jsc.hadoopConfiguration()
-        )
-        for token in credentials.getAllTokens().toArray():
-            if str(token.getKind()) == "HDFS_DELEGATION_TOKEN":
-                identifier = token.decodeIdentifier()
-                lifetimes.append((identifier.getMaxDate() - identifier.getIssueDate()) / 1000)
-    return lifetimes
+    return [
+        (identifier.getMaxDate() - identifier.getIssueDate()) / 1000
+        for tokens in container_tokens(spark, params, spark.sparkContext.applicationId).values()
+        for token in tokens
+        if str(token.getKind()) == "HDFS_DELEGATION_TOKEN"
+        for identifier in [token.decodeIdentifier()]
+    ]
 
 
-def container_tokens(spark, params: dict, app_id: str) -> dict[str, list[str]]:
-    """The kinds of the tokens each container of the application was launched with, by container id, as the
+def container_tokens(spark, params: dict, app_id: str) -> dict[str, list]:
+    """The tokens (Hadoop `Token`s) each container of the application was launched with, by container id, as the
     NodeManager stored them (`nmPrivate/APP/CONTAINER/CONTAINER.tokens`, Hadoop's token storage format); none
     outside YARN."""
     if "yarn_dir" not in params:
         return {}
     jvm = spark._jvm
-    kinds = {}
+    tokens = {}
     for file in Path(params["yarn_dir"]).glob(f"**/nmPrivate/{app_id}/*/*.tokens"):
         credentials = jvm.org.apache.hadoop.security.Credentials.readTokenStorageFile(
             jvm.java.io.File(str(file)), spark._jsc.hadoopConfiguration()
         )
-        kinds[file.stem] = sorted({str(token.getKind()) for token in credentials.getAllTokens().toArray()})
-    return kinds
+        tokens[file.stem] = list(credentials.getAllTokens().toArray())
+    return tokens
 
 
 def on_yarn(params: dict) -> None:
