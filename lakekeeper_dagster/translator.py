@@ -142,7 +142,7 @@ class HiveTableTranslator:
         if (info.database, info.name) not in self.renamed:
             return name
         digest = hashlib.sha256(f"{info.database}.{info.name}".encode()).hexdigest()[:16]
-        return name.replace(f"{prefix}__", f"{prefix}___{digest}__", 1)
+        return f"{prefix}___{digest}__{name.removeprefix(f'{prefix}__')}"
 
 
 def _flattened(prefix: str, database: str, name: str) -> str:
@@ -155,6 +155,6 @@ def renamed_tables(tables: Iterable[TableInfo]) -> frozenset[tuple[str, str]]:
     """The tables that share their flattened name with another: each is named apart (none inherits a name, and the
     runs and partitions stored under it, that another table had). Every other table keeps the name Dagster instances
     already persist; a table's names change when a table sharing them is added, and come back when it is removed."""
-    tables = list(tables)
-    shared = Counter(_flattened("hive", t.database, t.name) for t in tables)
-    return frozenset((t.database, t.name) for t in tables if shared[_flattened("hive", t.database, t.name)] > 1)
+    flattened = {(t.database, t.name): _flattened("hive", t.database, t.name) for t in tables}
+    shared = Counter(flattened.values())
+    return frozenset(table for table, name in flattened.items() if shared[name] > 1)
