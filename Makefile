@@ -93,6 +93,6 @@ metastore-stop: venv
 UI_HOME ?= .dagster_home
 ui: venv
 	$(CLI) metastore start
-	$(PY) -m lakekeeper_dagster.instance_settings $(UI_HOME)
+	$(PY) -m lakekeeper_dagster.surface.instance $(UI_HOME)
 	DAGSTER_HOME=$(abspath $(UI_HOME)) $(PY) -W 'ignore:Function `dev_command` is superseded:FutureWarning' \
 		-m dagster dev -w workspace.yaml

@@ -83,7 +83,7 @@ def measure_backend(backend: str, estate: Estate, metastore_uri: str, work: Path
     """One instance from nothing: refresh, code server, webserver, two observation runs, sensor ticks, sizes."""
     import dagster as dg
 
-    from lakekeeper_dagster.observations import OBSERVE_JOB
+    from lakekeeper_dagster.surface.observations import OBSERVE_JOB
 
     home = work / backend
     home.mkdir(parents=True)

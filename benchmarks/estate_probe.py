@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
 
     started = time.monotonic()
     module = __import__(args.module, fromlist=["defs"])
-    from lakekeeper_dagster.sensors import SENSOR_NAME
+    from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME
 
     with dg.DagsterInstance.get() as instance:  # entering it makes its state storage the one definitions read
         definitions = module.defs()

@@ -22,12 +22,12 @@ import dagster as dg
 from benchmarks import harness
 from benchmarks.machine import describe
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.fs.listing import list_directories
 from lakekeeper_dagster.engine.hive.catalog import read_table, table_units
 from lakekeeper_dagster.engine.plan.thresholds import Thresholds
-from lakekeeper_dagster.observations import OBSERVE_JOB
-from lakekeeper_dagster.sensors import SENSOR_NAME
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.observations import OBSERVE_JOB
+from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 

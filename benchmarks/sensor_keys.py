@@ -22,7 +22,7 @@ import dagster as dg
 
 from benchmarks import harness
 from benchmarks.estate import BACKENDS, instance_yaml
-from lakekeeper_dagster.observations import FINGERPRINT_KEY, NEEDS, keep_fingerprint, without_backlog
+from lakekeeper_dagster.surface.observations import FINGERPRINT_KEY, NEEDS, keep_fingerprint, without_backlog
 from lakekeeper_dagster_tests.postgres import PostgresServer
 
 

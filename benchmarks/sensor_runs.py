@@ -17,9 +17,9 @@ import dagster as dg
 from benchmarks import harness
 from benchmarks.machine import describe
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
-from lakekeeper_dagster.observations import OBSERVE_JOB
-from lakekeeper_dagster.sensors import SENSOR_NAME, execute_request
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.observations import OBSERVE_JOB
+from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME, execute_request
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 

@@ -193,7 +193,7 @@ def run_cli_in_process(spark, args: list[str], cwd: Path, config: dict | None = 
     import contextlib
     import io
 
-    from lakekeeper_dagster import cli
+    from lakekeeper_dagster.cli import app as cli
     from lakekeeper_dagster.config import load_config
 
     (cwd / "lakekeeper.yaml").write_text(yaml.safe_dump({"spark_submit": cli_spark_submit(), **(config or {})}))

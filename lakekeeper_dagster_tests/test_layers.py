@@ -1,6 +1,7 @@
-"""The architecture, checked from the source (no Spark): the engine loads no Dagster, the import graph of
-`lakekeeper_dagster` and `spark_resources` has no cycle, the layers import only downwards, no private Dagster
-API is used, and no module grows past MAX_LINES."""
+"""The architecture, checked from the source (no Spark): the engine and the command line load no Dagster (the CLI's
+`demo run` aside), the import graph of `lakekeeper_dagster` and `spark_resources` has no cycle, the layers import only
+downwards (resources -> engine -> config -> the CLI and the Dagster surface, neither importing the other; the demo
+above both), no private Dagster API is used, and no module grows past MAX_LINES."""
 
 from __future__ import annotations
 
@@ -84,30 +85,74 @@ def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def test_the_engine_loads_no_dagster():
-    """Every module of the engine imported in a fresh interpreter: no `dagster` or `dagster_*` module is loaded."""
-    script = textwrap.dedent(
+def _dagster_loaded_by(script: str) -> dict:
+    """Run `script` (which sets `imported`) in a fresh interpreter: the modules it imported, those that failed, and
+    every `dagster`/`dagster_*` module then loaded."""
+    report = textwrap.dedent(
         """
-        import importlib, json, pkgutil, sys
-        import lakekeeper_dagster.engine as engine
-        failed = []
-        names = [m.name for m in pkgutil.walk_packages(engine.__path__, engine.__name__ + ".", onerror=failed.append)]
-        for name in names:
-            importlib.import_module(name)
+        import json, sys
         loaded = sorted(m for m in sys.modules if m.split(".")[0] == "dagster" or m.startswith("dagster_"))
-        print(json.dumps({"imported": names, "failed": failed, "dagster": loaded}))
+        print(json.dumps({"imported": imported, "failed": failed, "dagster": loaded}))
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", textwrap.dedent(script) + report],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_engine_loads_no_dagster():
+    """Every module of the engine imported in a fresh interpreter: no `dagster` or `dagster_*` module is loaded."""
+    report = _dagster_loaded_by(
+        """
+        import importlib, pkgutil
+        import lakekeeper_dagster.engine as engine
+        failed = []
+        modules = pkgutil.walk_packages(engine.__path__, engine.__name__ + ".", onerror=failed.append)
+        imported = [m.name for m in modules]
+        for name in imported:
+            importlib.import_module(name)
+        """
+    )
     assert not report["failed"], report["failed"]
     expected = {m for m in MODULES if m.startswith("lakekeeper_dagster.engine.")}
     assert expected <= set(report["imported"]), expected - set(report["imported"])
     assert report["dagster"] == [], f"importing the engine loaded Dagster: {report['dagster'][:10]}"
+
+
+def test_the_command_line_loads_no_dagster():
+    """Every module of the CLI imported and its whole parser built (`--help` of every command) in a fresh
+    interpreter: no Dagster module is loaded; only `demo run` imports the demo's Dagster run, when it runs."""
+    report = _dagster_loaded_by(
+        """
+        import contextlib, importlib, io, pkgutil
+        import lakekeeper_dagster.cli as cli
+        failed = []
+        modules = pkgutil.walk_packages(cli.__path__, cli.__name__ + ".", onerror=failed.append)
+        imported = [m.name for m in modules]
+        for name in imported:
+            importlib.import_module(name)
+        from lakekeeper_dagster.cli.app import build_parser
+        parser = build_parser()
+        commands = parser._subparsers._group_actions[0].choices
+        for command in commands:
+            with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+                parser.parse_args([command, "--help"])
+        imported.extend(commands)
+        """
+    )
+    assert not report["failed"], report["failed"]
+    expected = {m for m in MODULES if m.startswith("lakekeeper_dagster.cli.")}
+    assert expected <= set(report["imported"]), expected - set(report["imported"])
+    assert {"compact", "history", "diff", "cluster", "merge"} <= set(report["imported"])
+    assert report["dagster"] == [], f"the command line loaded Dagster: {report['dagster'][:10]}"
 
 
 def test_the_import_graph_has_no_cycle():
@@ -156,6 +201,28 @@ def _violations(source_package: str, allowed) -> list[str]:
 
 def test_spark_resources_imports_nothing_of_lakekeeper_dagster():
     assert _violations("spark_resources", lambda t: not _within(t, "lakekeeper_dagster")) == []
+
+
+CLI, SURFACE, DEMO = "lakekeeper_dagster.cli", "lakekeeper_dagster.surface", "lakekeeper_dagster.demo"
+# The modules the Dagster code location loads (the definitions and the defs folder): the surface's entry points.
+LOCATION = ("lakekeeper_dagster.definitions", "lakekeeper_dagster.defs")
+
+
+def test_the_command_line_never_imports_the_dagster_surface():
+    assert _violations(CLI, lambda t: not _within(t, SURFACE) and t not in LOCATION) == []
+
+
+def test_the_dagster_surface_never_imports_the_command_line_or_the_demo():
+    for package in (SURFACE, *LOCATION):
+        assert _violations(package, lambda t: not any(_within(t, p) for p in (CLI, DEMO))) == []
+
+
+def test_only_the_demo_run_bridges_the_command_line_and_the_dagster_surface():
+    """The demo's tables and config (the CLI's `demo create`) import no surface; its run does, and only `demo run`
+    imports it."""
+    bridges = sorted(m for m, targets in GRAPH.items() if any(_within(t, SURFACE) for t in targets))
+    assert [m for m in bridges if _within(m, DEMO)] == [f"{DEMO}.run"]
+    assert sorted(m for m, targets in GRAPH.items() if f"{DEMO}.run" in targets) == [f"{CLI}.setup"]
 
 
 def test_the_engine_imports_nothing_of_the_surface():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from spark_resources.errors import MetastoreError
 from spark_resources.kerberos import KerberosLogin
 from spark_resources.kerberos_metastore import check_metastore
 from spark_resources.metastore import parse_thrift_uri, port_is_open
@@ -18,8 +19,19 @@ from spark_resources.session import running_session_conf, start_spark_session
 
 
 def metastore_reachable(metastore_uri: str) -> bool:
-    """Whether one of the metastore's URIs (comma-separated `thrift://HOST:PORT`) accepts a connection."""
+    """Whether one of the metastore's URIs (comma-separated `thrift://HOST:PORT`) accepts a connection: the one
+    reachability check, made before any JVM starts."""
     return any(port_is_open(*parse_thrift_uri(uri)) for uri in metastore_uri.split(","))
+
+
+def require_metastore(metastore_uri: str, needed_by: str) -> None:
+    """MetastoreError naming the metastore, what needs it and what to do, unless it is reachable."""
+    if not metastore_reachable(metastore_uri):
+        raise MetastoreError(
+            f"the Hive Metastore at {metastore_uri} is not reachable, and {needed_by} needs it: start it "
+            "(`lakekeeper-dagster metastore start` for the local one) or fix metastore.uri / "
+            "LAKEKEEPER_METASTORE_URI, then run again. Nothing was done"
+        )
 
 
 def kerberized_conf(conf: dict[str, str], login: KerberosLogin | None) -> dict[str, str]:

@@ -9,8 +9,7 @@ from dagster import InitResourceContext, ResourceDefinition, build_resources, re
 from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 
-from spark_resources.errors import MetastoreError
-from spark_resources.hive_session import kerberized_conf, metastore_reachable, open_hive_session
+from spark_resources.hive_session import kerberized_conf, open_hive_session, require_metastore
 from spark_resources.kerberos import KerberosLogin, login_for
 from spark_resources.session import hive_spark_conf
 from spark_resources.settings import SparkSubmitSettings
@@ -71,12 +70,7 @@ class HiveSparkResource(LazyPySparkResource):
 
     def _start_session(self) -> None:
         """Right before the JVM starts: a clear error when the metastore is down, else say so in the run's log."""
-        if not metastore_reachable(self.metastore_uri):
-            raise MetastoreError(
-                f"the Hive Metastore at {self.metastore_uri} is not reachable, and this run needs it: start it "
-                "(`lakekeeper-dagster metastore start` for the local one) or fix metastore.uri / "
-                "LAKEKEEPER_METASTORE_URI, then run again. Nothing was done"
-            )
+        require_metastore(self.metastore_uri, "this run")
         (self._run_log or log).info(
             f"starting the Spark session (a JVM, master {self.settings().effective_master()}, metastore "
             f"{self.metastore_uri}): the first Spark call waits for it"

@@ -26,7 +26,7 @@ EXECUTOR_MEMORY = "512m"
 # SparkContext attaches the UI's handlers, and the context then fails to start (a ConcurrentModificationException in
 # Jetty's ServletHandler.initialize; two starts in three here). So a driver on this YARN runs without its web UI.
 # In cluster mode the ApplicationMaster adds the filter before the UI starts: an application submitted so may turn it
-# back on (`spark.ui.enabled` true in its extra_conf; test_cli_submit.py does) and be watched through its tracking URL.
+# back on (`spark.ui.enabled` true in its extra_conf; cli/test_submit.py does) and be watched through its tracking URL.
 
 
 def spark_archive_path() -> str:

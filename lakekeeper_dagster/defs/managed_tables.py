@@ -27,20 +27,20 @@ import dagster as dg
 from dagster.components import DefsStateConfig, DefsStateConfigArgs
 
 from lakekeeper_dagster.config import LakekeeperConfig, load_config
-from lakekeeper_dagster.definitions import definitions_from_state, read_managed_tables
 from lakekeeper_dagster.engine.errors import LakekeeperError
-from lakekeeper_dagster.location_state import (
+from lakekeeper_dagster.surface.build import definitions_from_state, read_managed_tables
+from lakekeeper_dagster.surface.state import (
     StateUnreadable,
     location_state,
-    metastore_reachable,
     read_at_now,
     register_pool_limits,
     state_key,
     state_to_json,
     undownloadable_state,
 )
-from lakekeeper_dagster.translator import HiveTableTranslator
+from lakekeeper_dagster.surface.translator import translator_for
 from spark_resources.errors import ResourceError
+from spark_resources.hive_session import metastore_reachable
 
 REFRESH_PROBLEMS: dict[str, str] = {}  # state key -> why this process's last refresh failed (gone once one succeeds)
 
@@ -72,7 +72,7 @@ class ManagedTablesComponent(dg.StateBackedComponent):
         state_path.write_text(state_to_json(managed, read_at_now(self.config)), encoding="utf-8")
         REFRESH_PROBLEMS.pop(self.key, None)
         if os.environ.get("DAGSTER_HOME"):  # the instance this state is stored in, where the tables' runs queue
-            translator = HiveTableTranslator(owners=self.config.asset_owners, tags=self.config.asset_tags)
+            translator = translator_for(self.config, managed.tables)
             with dg.DagsterInstance.get() as instance:
                 register_pool_limits(instance, [translator.pool(info) for info in managed.tables])
 

@@ -16,8 +16,8 @@ import dagster as dg
 from pyspark import SparkContext
 
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import definitions_from_state, read_managed_tables, spark_resource_for
-from lakekeeper_dagster.location_state import LocationState
+from lakekeeper_dagster.surface.build import definitions_from_state, read_managed_tables, spark_resource_for
+from lakekeeper_dagster.surface.state import LocationState
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
 from spark_resources.session import running_session_conf, start_spark_session
 

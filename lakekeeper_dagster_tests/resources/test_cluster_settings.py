@@ -11,7 +11,7 @@ import pyspark
 import pytest
 
 from lakekeeper_dagster.config import LakekeeperConfig
-from lakekeeper_dagster.definitions import spark_resource_for
+from lakekeeper_dagster.surface.build import spark_resource_for
 from spark_resources.errors import ResourceError
 from spark_resources.session import start_spark_session
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf, render_submit_command

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import dagster as dg
 
-from lakekeeper_dagster.translator import HiveTableTranslator
+from lakekeeper_dagster.surface.translator import HiveTableTranslator
 
 TRANSLATOR = HiveTableTranslator()
 

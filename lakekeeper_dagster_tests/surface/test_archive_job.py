@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.plan.partition_time import utc_now
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster.surface.assets import CHECKSUM, ROW_COUNT
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.surface.test_failures import assert_failed_with
 from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of

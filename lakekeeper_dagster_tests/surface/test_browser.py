@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lakekeeper_dagster.demo_tables import create_demo_tables, database_location
-from lakekeeper_dagster.instance_settings import install_instance_settings
+from lakekeeper_dagster.demo.tables import create_demo_tables, database_location
+from lakekeeper_dagster.surface.instance import install_instance_settings
 from lakekeeper_dagster_tests.tables import REPO, data_files, rows_of
 from spark_resources.metastore import free_port
 

@@ -13,9 +13,9 @@ import dagster as dg
 import pytest
 
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster_tests.surface.test_failures import assert_failed_with
 from lakekeeper_dagster_tests.tables import OPTIONS, REPO, hidden_dirs, make_table, rows_of
 

@@ -7,15 +7,22 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from lakekeeper_dagster.assets import CHECKSUM, DIFF, ROW_COUNT, WITHIN_TARGET
-from lakekeeper_dagster.checks import LIVE_MATCHES_BACKUP
 from lakekeeper_dagster.config import load_config, parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.hive.history_table import DAY
-from lakekeeper_dagster.location_state import store_state
-from lakekeeper_dagster.managed import load_managed_tables
-from lakekeeper_dagster.sensors import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, run_units
+from lakekeeper_dagster.surface.assets import CHECKSUM, DIFF, ROW_COUNT, WITHIN_TARGET
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.checks import LIVE_MATCHES_BACKUP
+from lakekeeper_dagster.surface.sensors.file_count import (
+    FINISHED,
+    NOT_FINISHED,
+    PARTITION_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    run_units,
+)
+from lakekeeper_dagster.surface.state import store_state
+from lakekeeper_dagster.surface.tables import load_managed_tables
 from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import (
     DATES,
@@ -259,8 +266,8 @@ def test_dagster_cli_validates_and_launches_a_partition(spark, spark_cluster, me
 
 
 def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
-    from lakekeeper_dagster.instance_settings import install_instance_settings
-    from lakekeeper_dagster.location_state import register_pool_limits
+    from lakekeeper_dagster.surface.instance import install_instance_settings
+    from lakekeeper_dagster.surface.state import register_pool_limits
 
     install_instance_settings(tmp_path)
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
@@ -281,7 +288,7 @@ def test_project_instance_settings_give_each_table_one_run_at_a_time(location, d
 
 def test_demo_main_job_runs_through_dagster(spark, metastore, database, data_dir, tmp_path, capsys):
     """What `make demo` runs after creating the tables, on small tables: observe, sensor, its runs, observe again."""
-    from lakekeeper_dagster.demo_run import run_demo
+    from lakekeeper_dagster.demo.run import run_demo
 
     make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=3)
     make_table(spark, database, "flat", data_dir / "flat", files=4)

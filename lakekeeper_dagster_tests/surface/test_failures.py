@@ -9,11 +9,11 @@ import dagster as dg
 import pytest
 
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.catalog import read_table
 from lakekeeper_dagster.engine.protocol.journal import journal_root
-from lakekeeper_dagster.translator import HiveTableTranslator
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
 
 RUN = "20240101T000000-abcdef"

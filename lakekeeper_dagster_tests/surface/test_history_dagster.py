@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lakekeeper_dagster.assets import DIFF
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.history_table import read_rows
-from lakekeeper_dagster.figures import HISTORY_RUNS, HISTORY_TABLE
+from lakekeeper_dagster.surface.assets import DIFF
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.figures import HISTORY_RUNS, HISTORY_TABLE
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.tables import DATES, make_table
 

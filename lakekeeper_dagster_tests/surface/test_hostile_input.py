@@ -19,11 +19,11 @@ import dagster as dg
 import pytest
 import yaml
 
-from lakekeeper_dagster import cli
+from lakekeeper_dagster.cli import app as cli
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.hive.catalog import read_table
-from lakekeeper_dagster.translator import HiveTableTranslator
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from lakekeeper_dagster_tests.tables import DATES, REPO, make_table, rows_of
 from spark_resources.metastore import free_port
 

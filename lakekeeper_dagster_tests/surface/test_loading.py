@@ -19,10 +19,11 @@ import pytest
 import yaml
 
 from lakekeeper_dagster.config import load_config, parse_config
-from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, spark_resource_for
-from lakekeeper_dagster.demo_config import ensure_demo_config
-from lakekeeper_dagster.instance_settings import install_instance_settings
-from lakekeeper_dagster.location_state import state_from_json, state_key
+from lakekeeper_dagster.definitions import defs
+from lakekeeper_dagster.demo.config import ensure_demo_config
+from lakekeeper_dagster.surface.build import NOTICE_KEY, build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.instance import install_instance_settings
+from lakekeeper_dagster.surface.state import state_from_json, state_key
 from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
 from spark_resources.metastore import free_port
 
@@ -213,7 +214,7 @@ def test_make_ui_starts_quietly_and_shows_the_jobs_and_why_nothing_is_managed(tm
     recipe = (REPO / "Makefile").read_text().split("\nui:", 1)[1]
     warning_filter = re.search(r"-W '([^']+)'", recipe).group(1)
     home = tmp_path / "dagster_home"
-    install = [sys.executable, "-m", "lakekeeper_dagster.instance_settings", str(home)]
+    install = [sys.executable, "-m", "lakekeeper_dagster.surface.instance", str(home)]
     subprocess.run(install, cwd=REPO, check=True, capture_output=True)
     config = tmp_path / "lakekeeper.yaml"
     uri = closed_uri()

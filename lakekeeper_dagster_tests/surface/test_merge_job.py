@@ -7,12 +7,12 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from lakekeeper_dagster.assets import CHECKSUM, ROW_COUNT
-from lakekeeper_dagster.cli import build_parser
-from lakekeeper_dagster.cli_merge import cmd_merge
+from lakekeeper_dagster.cli.app import build_parser
+from lakekeeper_dagster.cli.partitions import cmd_merge
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.protocol import writers
+from lakekeeper_dagster.surface.assets import CHECKSUM, ROW_COUNT
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
 
 FLAT = [{"dt": "2019041316"}, {"dt": "2019041317"}, {"dt": "2024053123"}]

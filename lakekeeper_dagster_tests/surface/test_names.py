@@ -9,11 +9,11 @@ import dagster as dg
 import pytest
 
 from lakekeeper_dagster.config import LakekeeperConfig
-from lakekeeper_dagster.definitions import definitions_from_state
 from lakekeeper_dagster.engine.hive.model import Column, TableInfo
-from lakekeeper_dagster.location_state import LocationState
-from lakekeeper_dagster.managed import ManagedTables
-from lakekeeper_dagster.translator import HiveTableTranslator, renamed_tables
+from lakekeeper_dagster.surface.build import definitions_from_state
+from lakekeeper_dagster.surface.state import LocationState
+from lakekeeper_dagster.surface.tables import ManagedTables
+from lakekeeper_dagster.surface.translator import HiveTableTranslator, renamed_tables
 
 pytestmark = pytest.mark.pure
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from lakekeeper_dagster.cli import build_parser
-from lakekeeper_dagster.cli_retention import cmd_retention
+from lakekeeper_dagster.cli.app import build_parser
+from lakekeeper_dagster.cli.partitions import cmd_retention
 from lakekeeper_dagster.config import parse_config
-from lakekeeper_dagster.definitions import build_definitions, spark_resource_for
 from lakekeeper_dagster.engine.protocol import writers
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster_tests.surface.test_failures import assert_failed_with
 from lakekeeper_dagster_tests.tables import make_table, rows_of
 

@@ -21,9 +21,9 @@ import dagster as dg
 import pytest
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 
-from lakekeeper_dagster.instance_settings import install_instance_settings
-from lakekeeper_dagster.location_state import register_pool_limits
-from lakekeeper_dagster.translator import HiveTableTranslator
+from lakekeeper_dagster.surface.instance import install_instance_settings
+from lakekeeper_dagster.surface.state import register_pool_limits
+from lakekeeper_dagster.surface.translator import HiveTableTranslator
 
 BIN = Path(sys.executable).parent
 POOL = HiveTableTranslator().pool(SimpleNamespace(database="db", name="t"))

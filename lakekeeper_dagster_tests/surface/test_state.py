@@ -16,11 +16,12 @@ import yaml
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql, infer_job_selector
 
 from lakekeeper_dagster.config import load_config
-from lakekeeper_dagster.definitions import NOTICE_KEY, build_definitions, defs, spark_resource_for
-from lakekeeper_dagster.instance_settings import install_instance_settings
-from lakekeeper_dagster.location_state import state_from_json, state_key, store_state
-from lakekeeper_dagster.managed import load_managed_tables
-from lakekeeper_dagster.observations import OBSERVE_JOB
+from lakekeeper_dagster.definitions import defs
+from lakekeeper_dagster.surface.build import NOTICE_KEY, build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.instance import install_instance_settings
+from lakekeeper_dagster.surface.observations import OBSERVE_JOB
+from lakekeeper_dagster.surface.state import state_from_json, state_key, store_state
+from lakekeeper_dagster.surface.tables import load_managed_tables
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.tables import REPO, make_table
 from spark_resources.errors import ResourceError

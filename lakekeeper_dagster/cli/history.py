@@ -1,0 +1,90 @@
+"""`lakekeeper-dagster history [--table D.T] [--since 7d] [--run RUN] [--json]`: the records every operation appended
+to the history table (`history.table`), oldest first; records a failed write left pending are written first.
+`lakekeeper-dagster diff --table D.T [--run RUN] [--verify] [--json]`: what that run changed per partition."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lakekeeper_dagster.cli.common import open_spark
+from lakekeeper_dagster.config import LakekeeperConfig
+from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.hive.history_table import read_rows
+from lakekeeper_dagster.engine.hive.model import split_table_name
+from lakekeeper_dagster.engine.ops.cleanup import parse_duration
+from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
+from lakekeeper_dagster.engine.plan.thresholds import human_bytes
+from lakekeeper_dagster.engine.protocol.history import flush, iso_utc
+
+
+def _pair(before: Any, after: Any, show: Callable[[Any], str] = str) -> str:
+    if before is None and after is None:
+        return "-"
+    return " -> ".join(show(v) if v is not None else "?" for v in (before, after))
+
+
+def render_history(rows: list[dict]) -> str:
+    """One line per record: when, run, operation, table and partition, status, figures before -> after, backup,
+    reason."""
+    lines = []
+    for r in rows:
+        checksum = "-"
+        if r["checksum_before"] is not None:
+            checksum = "equal" if r["checksum_before"] == r["checksum_after"] else "changed"
+        files, rows = _pair(r["files_before"], r["files_after"]), _pair(r["rows_before"], r["rows_after"])
+        lines.append(
+            f"{r['started_at']} {r['run_id']} {r['operation']} {r['table_name']} "
+            f"{r['partition_name'] or '(whole table)'}: {r['status']}, files {files}"
+            f", {_pair(r['bytes_before'], r['bytes_after'], human_bytes)}, rows {rows}"
+            f", checksum {checksum}, {r['seconds']:.1f}s"
+            + (f", backup {r['backup_table']}" if r["backup_table"] else "")
+            + f", by {r['dagster_run_id'] and 'dagster run ' + r['dagster_run_id'] or r['os_user']}@{r['host']}"
+            + (f": {r['reason']}" if r["reason"] else "")
+        )
+    return "\n".join(lines)
+
+
+def cmd_history(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    since = iso_utc(time.time() - parse_duration(args.since, "--since")) if args.since is not None else None
+    if args.table is not None:
+        split_table_name(args.table, "--table")
+    spark = open_spark(config)
+    sink = config.history_sink()
+    flush(spark, Storage(spark), sink)
+    database, table = split_table_name(sink.table, "history.table")
+    rows = read_rows(spark, database, table, source=args.table, since=since, run_id=args.run)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(render_history(rows) or f"no history records in {sink.table} for this selection")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace, config: LakekeeperConfig) -> int:
+    database, table = split_table_name(args.table, "--table")
+    spark = open_spark(config)
+    sink = config.history_sink()
+    flush(spark, Storage(spark), sink)
+    diff = diff_run(spark, sink.table, database, table, args.run, verify=args.verify)
+    print(json.dumps(diff.to_dict(), indent=2) if args.json else render_diff(diff))
+    return 1 if args.verify and any(u.verified is False for u in diff.units) else 0
+
+
+def add_history_parsers(sub: argparse._SubParsersAction) -> None:
+    """The `history` and `diff` subcommands."""
+    parser = sub.add_parser("history", help="what every operation did, per partition (the history table)")
+    parser.add_argument("--table", help="only the records of DB.TABLE")
+    parser.add_argument("--since", help="only runs started this recently: 7d, 12h, 30m")
+    parser.add_argument("--run", help="only the records of this run id")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=cmd_history)
+    diff = sub.add_parser("diff", help="what a compaction or archive run changed, per partition")
+    diff.add_argument("--table", required=True, help="DB.TABLE")
+    diff.add_argument("--run", help="this run id (default: the table's most recent compaction or archive)")
+    diff.add_argument("--verify", action="store_true", help="re-count rows and checksums of both sides (reads data)")
+    diff.add_argument("--json", action="store_true", help="machine-readable output")
+    diff.set_defaults(func=cmd_diff)

@@ -1,0 +1,168 @@
+"""`merge_job`: merge old fine partitions into coarse ones (`table_overrides.<D.T>.merge`), its schedule (off), and
+the merged tables and union views as assets downstream of their source's.
+
+A real run logs, on a managed table's merged table, the evaluations of its checks (`row_count_preserved`,
+`content_checksum_matches`, `checks.build_merge_checks`) over each period whose copy it verified: the planned fine
+files' rows and checksum against the copy's. They are logged as `dg.AssetCheckEvaluation`s, as `archive_job` does
+(an op job cannot yield a result for a check it does not plan)."""
+
+# No `from __future__ import annotations`: Dagster resolves the op's config annotation (MergeConfig) at definition.
+
+import dagster as dg
+from pydantic import Field
+
+from lakekeeper_dagster.config import LakekeeperConfig, run_owner
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.ops.merge import PeriodCopy, merge_table
+from lakekeeper_dagster.engine.plan.merge import merge_names
+from lakekeeper_dagster.engine.plan.partition_time import parse_age
+from lakekeeper_dagster.engine.policies import policy_age
+from lakekeeper_dagster.engine.protocol.history import recorded
+from lakekeeper_dagster.surface.checks import copy_checks, log_check_evaluations
+from lakekeeper_dagster.surface.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
+from lakekeeper_dagster.surface.jobs.policy import policy_schedule
+from lakekeeper_dagster.surface.translator import HiveTableTranslator
+from spark_resources.resource import HiveSparkResource
+
+MERGE_JOB = "merge_job"
+
+
+class MergeConfig(dg.Config):
+    """Opens as a dry run (the safe default: it lists the periods and partitions, and changes nothing); a real run
+    copies them into the merged table, switches the view, and moves the fine data to the Trash."""
+
+    table: str | None = Field(
+        default=None, description="DB.TABLE; default: every table of table_overrides with merge.older_than set"
+    )
+    dry_run: bool = Field(default=True, description="only list what would be merged; false merges")
+    older_than: str | None = Field(default=None, description="60d, 36h, 2w; default: merge.older_than")
+    skip_trash: bool = Field(default=False, description="delete the merged fine data instead of the Trash")
+
+    def targets(self, settings: LakekeeperConfig) -> list[tuple[str, str]]:
+        """(database, table) pairs; ConfigError for a malformed value, nothing to work on, or a table without the
+        partition time, age or view it needs: all before Spark starts."""
+        if self.older_than is not None:
+            parse_age(self.older_than, "config.older_than")
+        if self.table is not None:
+            pairs = [split_table_name(self.table, "config.table")]
+        else:
+            pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if o.merge.older_than]
+        if not pairs:
+            raise ConfigError(
+                "merge: no table named (config.table) and no table_overrides.<DB.TABLE>.merge.older_than set; "
+                "nothing was changed"
+            )
+        for database, table in pairs:
+            policies, name = settings.policies_for(database, table), f"{database}.{table}"
+            policies.clock(name)
+            policy_age(self.older_than, policies.merge.older_than, "merge.older_than", name)
+            merge_names(database, table, policies.merge.view, policies.merge.table)
+        return pairs
+
+
+def _log_checks(context: dg.OpExecutionContext, key: dg.AssetKey, copies: list[PeriodCopy]) -> None:
+    """The merged table's checks, evaluated on the copies the run verified (see the module docstring)."""
+    log_check_evaluations(context, key, copy_checks(key, copies))
+
+
+def build_merge_job(
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+) -> dg.JobDefinition:
+    """merge_job: one op over the named table, or every table with a merge policy; the checks of each managed
+    table's merged table evaluated on the copies its run verified."""
+    merged_keys = {info.qualified_name: keys[0] for info in tables if (keys := translator.merge_keys(info))}
+
+    @dg.op
+    def merge(context: dg.OpExecutionContext, config: MergeConfig, spark: HiveSparkResource) -> None:
+        """Merge (or, as a dry run, list) the old periods, table by table: each table's outcome is logged at once;
+        a failing table does not stop the others; the run fails at the end naming every one."""
+        merged, failed, figures = [], {}, {"partition_count": 0, "files": 0, "bytes": 0, "rows": 0}
+        with engine_failures():
+            targets = config.targets(settings)
+        for database, table in targets:
+            name = f"{database}.{table}"
+            try:
+                with recorded(settings.history_sink(context.run_id)):
+                    outcome = merge_table(
+                        spark.spark_session,
+                        database,
+                        table,
+                        settings.policies_for(database, table),
+                        config.older_than,
+                        dry_run=config.dry_run,
+                        skip_trash=config.skip_trash,
+                        owner=run_owner(context.run_id),
+                    )
+            except ENGINE_ERRORS as error:
+                context.log.error(f"{name}: {error}")
+                failed[name] = str(error)
+                continue
+            context.log.info("\n".join(outcome.lines))
+            if outcome.failed:  # the step fails at the end, with what the other partitions did
+                failed[name] = partitions_not("merged", outcome.failed)
+            if config.dry_run:  # what would be merged (rows are counted by the copy only)
+                periods = outcome.plan.periods
+                merged += [f"{outcome.plan.merged}/{p.partition}" for p in periods]
+                figures["partition_count"] += sum(len(p.fine) for p in periods)
+                figures["files"] += sum(p.files for p in periods)
+                figures["bytes"] += sum(p.bytes for p in periods)
+            else:
+                merged += [f"{outcome.plan.merged}/{p}" for p in outcome.merged]
+                figures["partition_count"] += outcome.partitions
+                figures["files"] += outcome.files
+                figures["bytes"] += outcome.bytes
+                figures["rows"] += outcome.rows
+                if outcome.copies and name in merged_keys:
+                    _log_checks(context, merged_keys[name], outcome.copies)
+        metadata = {
+            "dry_run": config.dry_run,
+            "merged_partitions": dg.MetadataValue.json(merged),  # the coarse partitions written (verified)
+            **figures,  # of the fine partitions merged: how many, their files, bytes and rows
+            "failed": dg.MetadataValue.json(failed),
+        }
+        fail_for_tables(failed, metadata)
+        context.add_output_metadata(metadata)
+
+    @dg.job(
+        name=MERGE_JOB,
+        description="Merge old fine partitions into coarse ones of a merged table, read through a union view "
+        "(table_overrides.<DB.TABLE>.merge); never a row twice or missing. Opens as a dry run.",
+    )
+    def merge_job() -> None:
+        merge()
+
+    return merge_job
+
+
+def merge_schedule(job: dg.JobDefinition, settings: LakekeeperConfig, tables: list[TableInfo]) -> dg.ScheduleDefinition:
+    """Nightly: a merge run (not a dry run) of each managed table whose policy sets `merge.older_than`; off until
+    turned on."""
+    return policy_schedule(
+        job,
+        settings,
+        tables,
+        policy="merge",
+        cron="45 3 * * *",
+        config_of=lambda name: MergeConfig(table=name, dry_run=False),
+    )
+
+
+def merge_asset_specs(tables: list[TableInfo], translator: HiveTableTranslator) -> list[dg.AssetSpec]:
+    """The merged table (downstream of its source) and the union view (of both) of each managed table whose policy
+    names a view and `into`."""
+    specs = []
+    for info in tables:
+        keys = translator.merge_keys(info)
+        if keys is None:
+            continue
+        source, (merged, view) = translator.asset_key(info), keys
+        specs.append(
+            dg.AssetSpec(merged, deps=[source], description=f"{info.qualified_name}'s old periods, merged (merge_job)")
+        )
+        specs.append(
+            dg.AssetSpec(
+                view, deps=[source, merged], description=f"{info.qualified_name} and its merged table: query this"
+            )
+        )
+    return specs

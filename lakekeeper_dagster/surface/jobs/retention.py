@@ -1,0 +1,132 @@
+"""`retention_job`: drop partitions older than an age (`table_overrides.<D.T>.retention`), and its schedule (off)."""
+
+# No `from __future__ import annotations`: Dagster resolves the op's config annotation (RetentionConfig) at definition.
+
+import dagster as dg
+from pydantic import Field
+
+from lakekeeper_dagster.config import LakekeeperConfig, run_owner
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.ops.retention import retain_table
+from lakekeeper_dagster.engine.plan.partition_time import parse_age
+from lakekeeper_dagster.engine.policies import policy_age
+from lakekeeper_dagster.engine.protocol.history import recorded
+from lakekeeper_dagster.surface.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
+from lakekeeper_dagster.surface.jobs.policy import policy_schedule
+from spark_resources.resource import HiveSparkResource
+
+RETENTION_JOB = "retention_job"
+
+
+class RetentionConfig(dg.Config):
+    """Opens as a dry run (the safe default: it lists partition, time, files and bytes, and changes nothing); a
+    real run drops partitions, their data to the Trash."""
+
+    table: str | None = Field(
+        default=None,
+        description="DB.TABLE; default: every table of table_overrides with retention.older_than set",
+    )
+    dry_run: bool = Field(default=True, description="only list what would be dropped; false drops")
+    older_than: str | None = Field(default=None, description="90d, 36h, 2w; default: retention.older_than")
+    force: bool = Field(default=False, description="drop even more than retention.max_fraction of the partitions")
+    skip_trash: bool = Field(default=False, description="delete the data instead of moving it to the Trash")
+
+    def targets(self, settings: LakekeeperConfig) -> list[tuple[str, str]]:
+        """(database, table) pairs; ConfigError for an empty or malformed value, nothing to work on, or a table
+        without the partition time or age it needs: all before Spark starts."""
+        if self.older_than is not None:
+            parse_age(self.older_than, "config.older_than")
+        if self.table is not None:
+            pairs = [split_table_name(self.table, "config.table")]
+        else:
+            pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if o.retention.older_than]
+        if not pairs:
+            raise ConfigError(
+                "retention: no table named (config.table) and no table_overrides.<DB.TABLE>.retention.older_than "
+                "set; nothing was changed"
+            )
+        for database, table in pairs:
+            policies, name = settings.policies_for(database, table), f"{database}.{table}"
+            policies.clock(name)
+            policy_age(self.older_than, policies.retention.older_than, "retention.older_than", name)
+        return pairs
+
+
+def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
+    """retention_job: one op over the named table, or every table with a retention policy."""
+
+    @dg.op
+    def retention(context: dg.OpExecutionContext, config: RetentionConfig, spark: HiveSparkResource) -> None:
+        """Drop (or, as a dry run, list) the partitions older than the age, table by table: each table's outcome is
+        logged at once; a failing table does not stop the others; the run fails at the end naming every one."""
+        dropped, places, backups, failed, files, size = [], {}, [], {}, 0, 0
+        with engine_failures():
+            targets = config.targets(settings)
+        for database, table in targets:
+            name = f"{database}.{table}"
+            try:
+                with recorded(settings.history_sink(context.run_id)):
+                    outcome = retain_table(
+                        spark.spark_session,
+                        database,
+                        table,
+                        settings.policies_for(database, table),
+                        config.older_than,
+                        dry_run=config.dry_run,
+                        force=config.force,
+                        skip_trash=config.skip_trash,
+                        owner=run_owner(context.run_id),
+                    )
+            except ENGINE_ERRORS as error:
+                context.log.error(f"{name}: {error}")
+                failed[name] = str(error)
+                continue
+            context.log.info("\n".join(outcome.lines))
+            if outcome.failed:  # the step fails at the end, with what the other partitions did
+                failed[name] = partitions_not("dropped", outcome.failed)
+            backups += outcome.backups
+            if config.dry_run:  # what would go
+                dropped += [f"{name}/{i.candidate.partition}" for i in outcome.plan.drop]
+                files, size = files + outcome.plan.files, size + outcome.plan.bytes
+            else:
+                dropped += [f"{name}/{p}" for p in outcome.dropped]
+                places |= {f"{name}/{p}": where for p, where in outcome.places.items()}
+                files, size = files + outcome.files, size + outcome.bytes
+        metadata = {
+            "dry_run": config.dry_run,
+            "partitions": dg.MetadataValue.json(dropped),
+            "partition_count": len(dropped),
+            "files": files,
+            "bytes": size,
+            "where": dg.MetadataValue.json(places),  # where each dropped partition's directory went
+            "backups_holding_dropped": dg.MetadataValue.json(backups),  # readable there until cleanup
+            "failed": dg.MetadataValue.json(failed),
+        }
+        fail_for_tables(failed, metadata)  # the drops done before a table failed are in the failure's metadata
+        context.add_output_metadata(metadata)
+
+    @dg.job(
+        name=RETENTION_JOB,
+        description="Drop partitions older than an age (table_overrides.<DB.TABLE>.retention): metastore entry and "
+        "data (to the Trash). Opens as a dry run.",
+    )
+    def retention_job() -> None:
+        retention()
+
+    return retention_job
+
+
+def retention_schedule(
+    job: dg.JobDefinition, settings: LakekeeperConfig, tables: list[TableInfo]
+) -> dg.ScheduleDefinition:
+    """Nightly: a retention run (not a dry run) of each managed table whose policy sets `retention.older_than`; off
+    until turned on."""
+    return policy_schedule(
+        job,
+        settings,
+        tables,
+        policy="retention",
+        cron="30 2 * * *",
+        config_of=lambda name: RetentionConfig(table=name, dry_run=False),
+    )

@@ -1,0 +1,248 @@
+"""The observation job: a partition's file count and sizes recorded when they change, and one summary per table each
+run (its partitions, files, small files, backlog and bytes, numeric: the UI plots them over time).
+
+What was recorded last is a *fingerprint* per table in the instance's key-value store (`run_storage` cursor values,
+the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
+[files, bytes, small files, needs compaction]; beside it the table's backlog (how many of those need compaction), all
+the sensor reads of it each tick (a fingerprint is 17,520 entries a table at the estate). The fingerprint is read and
+written a table at a time (memory: the largest table's fingerprint, besides the run's listing),
+instead of the event log's newest observation of each partition (17,520 records a table to read and deserialize each
+run at the estate). It never claims more than the event log holds:
+
+- a table's is written only after every observation of that table was yielded (Dagster stores an event before the
+  op resumes), so a run that fails or dies before it leaves that table's previous fingerprint, and the next run
+  records every partition that changed since then again (a duplicate observation at worst, never a missed one);
+- a run that overlapped another run of this job stops writing from then on (which run's observation of a partition
+  is the newest in the event log is then unknown); the next run compares with the older fingerprint and records
+  again. `observe_partitions_schedule` does not start a run while one of the job is queued or running, so a run
+  longer than the cron does not make the next ones overlap it (only a run launched by hand can);
+- a fingerprint is ignored when the instance holds no event of the table's asset (wiped), so every partition is
+  recorded again.
+
+A partition that does not change is not observed again: `file_count_sensor` re-requests a failed compaction from the
+failed run itself, not from a new observation. Registrations by `hive_partitions_sensor` are not in the fingerprint
+(a sensor's events are stored after it returns): the next run records those partitions once more.
+An unpartitioned table is one unit like a partition: its observation (no partition) when its figures change, and
+its summary (`partitions: 1`) every run.
+"""
+
+import json
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import dagster as dg
+
+from lakekeeper_dagster.config import LakekeeperConfig
+from lakekeeper_dagster.engine.faults import fail_point
+from lakekeeper_dagster.engine.fs.listing import list_directories
+from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.ops.analyze import plan_listed, with_suspensions
+from lakekeeper_dagster.engine.plan.units import UnitPlan
+from lakekeeper_dagster.engine.statuses import PlanStatus
+from lakekeeper_dagster.surface.failures import engine_failures
+from lakekeeper_dagster.surface.partitions import sync_partitions
+from lakekeeper_dagster.surface.tables import current_units
+from lakekeeper_dagster.surface.translator import HiveTableTranslator
+from spark_resources.resource import HiveSparkResource
+
+OBSERVE_JOB = "observe_partitions_job"
+FILE_COUNT = "file_count"
+NEEDS_COMPACTION = "needs_compaction"
+KIND = "lakekeeper/kind"
+SUMMARY = "summary"  # KIND of a table's summary observation
+SUSPENDED = "suspended"  # a summary's count of suspended units (`engine/protocol/suspension.py`), not in the backlog
+SUSPENDED_UNITS = "suspended_units"  # ...and which, each with why and how to resume it
+BACKLOG = "backlog"
+FINGERPRINT_KEY = "lakekeeper/observed/"  # + the asset key: the table's fingerprint in the key-value store
+BACKLOG_KEY = "lakekeeper/backlog/"  # + the asset key: how many units of the table's last kept fingerprint need it
+EXECUTING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+UNFINISHED = [*EXECUTING, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+
+
+def observation_metadata(plan: UnitPlan) -> dict:
+    """Numeric figures (plotted by the UI over time) and the plan's decision for one unit."""
+    return {
+        FILE_COUNT: plan.file_count,
+        "total_bytes": plan.total_bytes,
+        "average_bytes": float(plan.average_bytes),
+        "median_bytes": float(plan.median_bytes),
+        "target_files": plan.target_files,
+        "threshold_bytes": float(plan.threshold_bytes),
+        "small_files": plan.small_files,
+        "small_bytes": plan.small_bytes,
+        "large_files": plan.large_files,
+        NEEDS_COMPACTION: plan.needs_compaction,
+        "status": str(plan.status),
+        "reason": plan.reason,
+    }
+
+
+def summary_metadata(plans: list[UnitPlan]) -> dict:
+    """A table's figures in one observation: its units, files, small files, units needing compaction, bytes, and its
+    suspended units (with why)."""
+    return {
+        "partitions": len(plans),
+        "files": sum(p.file_count for p in plans),
+        "small_files": sum(p.small_files for p in plans),
+        BACKLOG: sum(p.needs_compaction for p in plans),
+        "bytes": sum(p.total_bytes for p in plans),
+        SUSPENDED: sum(p.status == PlanStatus.SUSPENDED for p in plans),
+        SUSPENDED_UNITS: dg.MetadataValue.md(
+            "\n".join(
+                f"- {p.partition or '(whole table)'}: {p.reason}" for p in plans if p.status == PlanStatus.SUSPENDED
+            )
+            or "none"
+        ),
+        KIND: SUMMARY,
+    }
+
+
+def is_summary(metadata: dict) -> bool:
+    """Whether an observation's metadata is a table's summary (not a unit's figures)."""
+    return KIND in metadata and metadata[KIND].value == SUMMARY
+
+
+NEEDS = 3  # the index of needs_compaction in a fingerprint
+
+
+def fingerprint(plan: UnitPlan) -> list:
+    """What makes a unit's observation worth recording again when it differs: figures and the plan's decision (a
+    changed threshold changes the decision without changing the files)."""
+    return [plan.file_count, plan.total_bytes, plan.small_files, plan.needs_compaction]
+
+
+def read_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, list]:
+    """The fingerprint last written for the asset (unit name, "" for an unpartitioned table -> figures); empty when
+    none was, or the instance holds no event of the asset."""
+    if not instance.get_asset_records([key]):
+        return {}
+    name = FINGERPRINT_KEY + key.to_user_string()
+    return json.loads(instance.run_storage.get_cursor_values({name}).get(name, "{}"))
+
+
+def without_backlog(instance: dg.DagsterInstance, keys: Sequence[dg.AssetKey]) -> set[dg.AssetKey]:
+    """The assets whose last kept figures have no unit needing compaction, in one key-value read for all (a table
+    observed only before the backlog was kept beside its fingerprint is not among them: the sensor reads its events)."""
+    names = {BACKLOG_KEY + key.to_user_string(): key for key in keys}
+    kept = instance.run_storage.get_cursor_values(set(names))
+    return {names[name] for name, backlog in kept.items() if int(backlog) == 0}
+
+
+def keep_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey, figures: dict[str, list]) -> None:
+    """Keep a table's figures as the last recorded: its backlog first, then its fingerprint (a process killed
+    between the two leaves the older fingerprint, so the next run records again what changed; the backlog is already
+    that of the observations in the event log)."""
+    backlog = sum(1 for f in figures.values() if f[NEEDS])
+    # Two calls, one key each: SQLite storage inserts all the pairs or, if one exists, updates only the existing ones.
+    instance.run_storage.set_cursor_values({BACKLOG_KEY + key.to_user_string(): str(backlog)})
+    fail_point("backlog_kept")
+    text = json.dumps(figures, separators=(",", ":"))
+    instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): text})
+
+
+def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The other runs of the observation job executing now or finished since this run started."""
+    record = instance.get_run_record_by_id(run_id)
+    started = record.start_time if record and record.start_time else 0.0
+    since = datetime.fromtimestamp(started, tz=timezone.utc)
+    runs = instance.get_run_records(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=EXECUTING))
+    runs += instance.get_run_records(dg.RunsFilter(job_name=OBSERVE_JOB, updated_after=since))
+    return sorted({r.dagster_run.run_id for r in runs} - {run_id})
+
+
+def build_observe_job(
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+) -> dg.JobDefinition:
+    """One op: sync dynamic partitions, list every managed unit in one Spark job, record what changed and a summary."""
+
+    @dg.op(out={})
+    def observe_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource):
+        """Record each partition's (or unpartitioned table's) data file count, bytes, average and median size when
+        they changed, and each table's summary."""
+        instance = context.instance
+        started = time.monotonic()
+        with engine_failures():
+            session = spark.spark_session
+            units = current_units(session, tables, context.log.warning)
+        observed = [info for info in tables if info.qualified_name in units]
+        read = time.monotonic()
+        for info in observed:
+            if info.is_partitioned:
+                hive = [unit.partition for unit in units[info.qualified_name]]
+                added, removed = sync_partitions(instance, translator.partitions_def_name(info), hive)
+                if added or removed:
+                    context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
+        locations = [unit.location for table in units.values() for unit in table]
+        thresholds = settings.thresholds()
+        synced = time.monotonic()
+        with engine_failures():
+            what = f"observe {len(tables)} table(s)"
+            listing = list_directories(session, locations, what, thresholds.min_file_bytes)
+        context.log.info(
+            f"{len(locations)} unit(s) of {len(observed)} table(s): {read - started:.1f}s to read them from the "
+            f"metastore (Spark session included), {synced - read:.1f}s to sync the dynamic partitions, "
+            f"{time.monotonic() - synced:.1f}s to list their directories"
+        )
+        overlapped: list[str] = []
+        storage = Storage(session)
+        for info in observed:
+            listed = plan_listed(units[info.qualified_name], listing, thresholds)
+            plans = with_suspensions(storage, info, listed, settings.suspend_after_failures)
+            key = translator.asset_key(info)
+            before, now, changed = read_fingerprint(instance, key), {}, 0
+            for plan in plans:
+                now[plan.partition or ""] = figures = fingerprint(plan)
+                if before.get(plan.partition or "") != figures:
+                    changed += 1
+                    yield dg.AssetObservation(
+                        asset_key=key, partition=plan.partition, metadata=observation_metadata(plan)
+                    )
+            summary = summary_metadata(plans)
+            yield dg.AssetObservation(asset_key=key, metadata=summary)
+            fail_point("observations_recorded")
+            overlapped = overlapped or overlapping_runs(instance, context.run_id)
+            if not overlapped:
+                keep_fingerprint(instance, key, now)
+            missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]
+            context.log.info(
+                f"{info.qualified_name}: {len(plans)} unit(s) listed, {changed} changed and recorded, "
+                f"{summary[BACKLOG]} need compaction, {summary['files']} data files"
+                + (f"; location missing for {len(missing)}: {', '.join(missing[:5])}" if missing else "")
+            )
+        if overlapped:
+            context.log.warning(
+                f"another observation run overlapped this one ({', '.join(r[:8] for r in overlapped)}): what was "
+                "recorded from then on is not kept as the last figures, the next run compares with the previous ones"
+            )
+
+    @dg.job(
+        name=OBSERVE_JOB,
+        description="Record the file count and sizes of every managed partition that changed since the last run "
+        "(asset observations) and one summary per table (partitions, files, small files, backlog, bytes); new Hive "
+        "partitions become dynamic partitions and vanished ones are removed.",
+    )
+    def observe_partitions_job() -> None:
+        observe_partitions()
+
+    return observe_partitions_job
+
+
+def observe_schedule(job: dg.JobDefinition, settings: LakekeeperConfig) -> dg.ScheduleDefinition:
+    """The observation job on `observation.cron_schedule`, skipped while a run of it is queued or running (runs of
+    the job never overlap by the schedule: each keeps its figures); off until turned on."""
+
+    @dg.schedule(
+        name="observe_partitions_schedule",
+        job=job,
+        cron_schedule=settings.observation.cron_schedule,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+    )
+    def observe_partitions_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        running = context.instance.get_runs(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=UNFINISHED), limit=1)
+        if running:
+            return dg.SkipReason(f"observation run {running[0].run_id[:8]} is not finished: not started again")
+        return dg.RunRequest()
+
+    return observe_partitions_schedule

@@ -1,0 +1,120 @@
+"""hive_partitions_sensor: the tables' Hive partitions appear in Dagster on their own, each one holding data recorded.
+
+Dagster 1.13 gives an asset partition one of four statuses — Materialized, Materializing, Failed, Missing — computed
+from materializations and runs only (observations do not count for an asset that is materialized). A Hive partition
+that holds data is therefore *registered* once, by a runless `AssetMaterialization` that says so in its metadata
+(`lakekeeper/state`: `existing` and whether it needs compaction); a compaction later adds its own materialization
+from its run. "Missing" keeps one meaning: a Hive partition with no data file, nothing to compact.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from lakekeeper_dagster.config import LakekeeperConfig
+from lakekeeper_dagster.engine.fs.listing import list_directories
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
+from lakekeeper_dagster.engine.ops.analyze import plan_listed
+from lakekeeper_dagster.engine.plan.units import UnitPlan
+from lakekeeper_dagster.surface.failures import engine_failures
+from lakekeeper_dagster.surface.figures import STATE
+from lakekeeper_dagster.surface.observations import observation_metadata
+from lakekeeper_dagster.surface.partitions import partition_requests
+from lakekeeper_dagster.surface.tables import current_units
+from lakekeeper_dagster.surface.translator import HiveTableTranslator
+from spark_resources.resource import HiveSparkResource
+
+PARTITIONS_SENSOR = "hive_partitions_sensor"
+INTERVAL_SECONDS = 120
+EXISTING = "existing"  # registered: data found in place, never compacted by lakekeeper
+UNCHANGED = "the Hive partitions are unchanged and every one holding data is registered"
+
+
+def registration(key: dg.AssetKey, plan: UnitPlan) -> list[dg.AssetMaterialization | dg.AssetObservation]:
+    """The runless materialization that marks a unit's existing data as Materialized, with its figures and whether
+    it needs compaction, and the observation the file-count sensor reads."""
+    state = "existing data, needs compaction" if plan.needs_compaction else "existing data, no compaction needed"
+    metadata = observation_metadata(plan)
+    return [
+        dg.AssetMaterialization(
+            asset_key=key,
+            partition=plan.partition,
+            description=f"{state}: {plan.file_count} data file(s) found in place, not written by a compaction",
+            metadata={STATE: EXISTING, **metadata},
+        ),
+        dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=metadata),
+    ]
+
+
+def _unregistered(
+    instance: dg.DagsterInstance, info: TableInfo, units: list[Unit], translator: HiveTableTranslator
+) -> list[Unit]:
+    """The units never materialized (not registered, never compacted, no compaction failed or running). The instance
+    has no status at all (None) for an asset it holds no event of yet."""
+    key = translator.asset_key(info)
+    if not info.is_partitioned:
+        return [] if instance.get_latest_materialization_event(key) else units
+    statuses = instance.get_status_by_partition(key, [u.partition for u in units], translator.partitions_def(info))
+    return [u for u in units if (statuses or {}).get(u.partition) is None]
+
+
+def build_partitions_sensor(
+    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
+) -> dg.SensorDefinition:
+    """The code location's partition sensor: running by default, it writes only Dagster's own records.
+
+    It lists through the code server's own Spark session (the one that loaded the definitions, reused by
+    `getOrCreate`), kept between ticks: the resource would stop it after each evaluation, and starting another
+    every tick costs a SparkContext (on a cluster, an application).
+    """
+    kept: dict[str, HiveSparkResource] = {}
+
+    @dg.sensor(
+        name=PARTITIONS_SENSOR,
+        minimum_interval_seconds=INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Keeps each table's dynamic partitions equal to its Hive partitions (from the metastore) and "
+        "registers every partition holding data that Dagster has no materialization of yet, with a runless "
+        "materialization (lakekeeper/state: existing, needs_compaction and file figures in its metadata). Reads "
+        "the metastore and lists only unregistered partitions; never changes data.",
+    )
+    def hive_partitions_sensor(context: dg.SensorEvaluationContext, spark: HiveSparkResource) -> dg.SensorResult:
+        instance = context.instance
+        resource = kept.setdefault("spark", spark.model_copy(update={"stop_at_teardown": False}))
+        with engine_failures():
+            session = resource.spark_session
+            units = current_units(session, tables, context.log.warning)
+        observed = [info for info in tables if info.qualified_name in units]
+        requests: list = []
+        pending: dict[str, list[Unit]] = {}
+        for info in observed:
+            found = units[info.qualified_name]
+            if info.is_partitioned:
+                name = translator.partitions_def_name(info)
+                changes = partition_requests(name, instance.get_dynamic_partitions(name), [u.partition for u in found])
+                requests += changes
+                for change in changes:
+                    verb = "adding" if isinstance(change, dg.AddDynamicPartitionsRequest) else "removing"
+                    context.log.info(f"{info.qualified_name}: {verb} {len(change.partition_keys)} partition(s)")
+            pending[info.qualified_name] = _unregistered(instance, info, found, translator)
+        locations = [u.location for table in pending.values() for u in table]
+        events: list = []
+        if locations:
+            thresholds = settings.thresholds()
+            with engine_failures():
+                what = f"register {len(locations)} partition(s)"
+                listing = list_directories(session, locations, what, thresholds.min_file_bytes)
+            for info in observed:
+                plans = [p for p in plan_listed(pending[info.qualified_name], listing, thresholds) if p.file_count]
+                for plan in plans:
+                    events += registration(translator.asset_key(info), plan)
+                if plans:
+                    context.log.info(
+                        f"{info.qualified_name}: {len(plans)} partition(s) holding data registered, "
+                        f"{sum(p.needs_compaction for p in plans)} of them need compaction"
+                    )
+        if not requests and not events:
+            return dg.SensorResult(skip_reason=UNCHANGED)
+        return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events)
+
+    return hive_partitions_sensor
