@@ -1,8 +1,8 @@
 """The flags of every JVM the tests start, and the class archive that makes a test's Spark JVM start sooner.
 
-C1 only and the serial collector: a short-lived Spark driver spends ~40 % less CPU to reach the same point (issue 37's
-figures: 19.0 -> 9.9 CPU-s to a kill point), and nothing it runs changes. Not for production: a long compaction wants
-C2's code and a parallel collector, so the product never sets them.
+C1 only and the serial collector: a short-lived Spark driver spends ~40 % less CPU to reach the same point
+(benchmarks/README.md's figures: 19.0 -> 9.9 CPU-s to a kill point), and nothing it runs changes. Not for
+production: a long compaction wants C2's code and a parallel collector, so the product never sets them.
 
 A Spark driver's JVM also loads ~15,000 classes from pyspark's jars at every start. `python -m
 lakekeeper_dagster_tests.jvm` (a stage of `make test`) runs a small Hive/Parquet/ORC workload once with

@@ -32,7 +32,7 @@ CLI_CONFIG_ENV = "LAKEKEEPER_TEST_CLI_CONFIG"
 
 # Spark writes each distinct set of test files once per process, into a scratch directory; later calls copy them. The
 # same ids, row count, file count, format and codec always give the same files, so a copy under a new job id is what a
-# second Spark job would have written (issue 37: most tests write the same few hundred rows).
+# second Spark job would have written (most tests write the same few hundred rows).
 _written: dict[tuple, Path] = {}
 _scratch: list[tempfile.TemporaryDirectory] = []
 # Spark's output names: part-<task>-<job uuid>-c<file><extension>, each with its Hadoop checksum file (.<name>.crc).

@@ -259,7 +259,7 @@ def test_kerberized_metastore_tables_renewal_expiry_and_refusal(kdc, kerberized_
 @pytest.mark.slow
 @pytest.mark.parametrize("krb5_from", ["spark_submit.krb5_conf", "KRB5_CONFIG"])
 def test_the_cli_logs_in_as_the_resource_does(kdc, kerberized_metastore, tmp_path, krb5_from):
-    """Issue 39 item 1: `analyze` from a YAML config with spark_submit.principal and keytab, krb5.conf from the
+    """`analyze` from a YAML config with spark_submit.principal and keytab, krb5.conf from the
     config or from KRB5_CONFIG, against the Kerberized metastore. It failed with `Cannot locate KDC` and a message
     blaming the table's permissions: the CLI checked the keytab and never logged in. A metastore whose service
     principal is not the one asked for is named as a Kerberos handshake failure (exit 2), not a permission problem."""

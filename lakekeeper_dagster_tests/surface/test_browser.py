@@ -56,7 +56,7 @@ ASSETS = ("lakekeeper_events", "lakekeeper_events_2p", "lakekeeper_flat")
 TABLE = "lakekeeper_events"
 PARTITIONS = ("date=2024-01-01", "date=2024-01-02", "date=2024-01-03")
 PARTITION = "date=2024-01-02"
-# False while the partitions appear only once the observation job has run (issue 16, item 4): the test runs it first.
+# False while the partitions appear only once the observation job has run: the test runs it first.
 JOB = f"Compact__{DEMO_DB}__{TABLE}"  # the table's compaction job, which the Materialize button launches
 DEV_WARNING_FILTER = "ignore:Function `dev_command` is superseded:FutureWarning"  # as the Makefile's `ui` target
 PARTITIONS_TIMEOUT = 240  # seconds for hive_partitions_sensor's first tick (the daemon's sensor loop) to add them

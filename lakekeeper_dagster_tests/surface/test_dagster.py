@@ -148,7 +148,7 @@ def test_materializing_partitions_compacts_them_and_checks_pass(spark, location,
 
 
 def test_a_history_that_cannot_be_read_never_fails_a_committed_materialization(spark, metastore, database, data_dir):
-    """Issue 38 item 9: the diff shown after a compaction reads the history table; when Spark cannot read it (a
+    """The diff shown after a compaction reads the history table; when Spark cannot read it (a
     damaged file in it), the step that committed the compaction still succeeds, with a warning and no diff."""
     make_table(spark, database, "ev", data_dir / "ev", partitions=DATES, files=4)
     history = f"{database}_h"

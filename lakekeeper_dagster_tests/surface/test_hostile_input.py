@@ -142,7 +142,7 @@ EMPTY_OR_PADDED = [
 
 
 def test_an_empty_padded_or_malformed_value_is_refused(spark, tables, run):
-    """Item 20: an empty value (an unset shell variable) selected everything; a padded one was trimmed."""
+    """An empty value (an unset shell variable) selected everything; a padded one was trimmed."""
     before = state(spark, tables)
     for argv, message in EMPTY_OR_PADDED:
         assert_refused(spark, tables, run(argv), 2, message, before)
@@ -172,7 +172,7 @@ def test_names_the_config_gives_are_checked_too(spark, tables, run):
 
 
 def test_config_files_and_uris_that_cannot_be_used_are_messages(spark, tables, run, tmp_path):
-    """Item 21: a directory, a binary file, a port that is not a number or out of range (file or environment)."""
+    """A directory, a binary file, a port that is not a number or out of range (file or environment)."""
     before = state(spark, tables)
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(bytes(range(256)))
@@ -225,7 +225,7 @@ MISSING = [
 
 
 def test_a_missing_table_or_partition_is_bad_input(spark, tables, run):
-    """Item 23: exit 2 as the README says (compact exited 1, `analyze --json` 0); nothing is done for any table."""
+    """Exit 2 as the README says (compact exited 1, `analyze --json` 0); nothing is done for any table."""
     before = state(spark, tables)
     for argv, message in MISSING:
         result = run(argv)
@@ -319,7 +319,7 @@ def as_nobody(args: list[str], home: Path, metastore_uri: str) -> subprocess.Com
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
 def test_an_unprivileged_user_gets_messages_not_tracebacks(spark, metastore, tables):
-    """Item 21: a config file the user may not read, and a table location the user may read but not write: one
+    """A config file the user may not read, and a table location the user may read but not write: one
     message each naming the thing and what to do, no Python or Java stack, nothing changed."""
     base = Path(tempfile.mkdtemp(prefix="lk-nobody-"))  # not under pytest's tmp: that is private to root
     try:

@@ -1,4 +1,4 @@
-"""The code location's state (issue 18): run workers build their definitions from the stored state, with no JVM and
+"""The code location's state: run workers build their definitions from the stored state, with no JVM and
 no metastore call; refresh_tables_job brings new and dropped tables (and their pools) into the code location."""
 
 from __future__ import annotations

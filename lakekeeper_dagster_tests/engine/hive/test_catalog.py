@@ -194,7 +194,7 @@ def test_skip_reasons(spark, database, data_dir):
 
 
 def test_a_table_whose_partitions_hive_discovers_is_refused_by_every_operation(spark, database, data_dir):
-    """Issue 38: with 'discover.partitions'='true' a Hive 3/4 metastore drops a partition whose directory is missing
+    """With 'discover.partitions'='true' a Hive 3/4 metastore drops a partition whose directory is missing
     (a swap's moment) and re-adds one being dropped; every operation refuses the table, naming the property and the
     statement that sets it aside, and changes nothing."""
     specs = [{"dt": "2019041316"}, {"dt": "2019041317"}]

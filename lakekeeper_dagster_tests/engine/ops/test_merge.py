@@ -125,7 +125,7 @@ def merged_while_read(spark, database: str, table: str, view: str, policy: Table
 
 
 def test_the_merged_copy_keeps_the_files_encodings_and_codec(spark, database, data_dir):
-    """Issue 38 item 9: the copy is written as compaction writes, not with Hive's defaults: the planned files'
+    """The copy is written as compaction writes, not with Hive's defaults: the planned files'
     timestamp type and decimal layout, and their codec; the merged rows are the source's."""
     root = data_dir / "enc"
     spark.sql(
@@ -260,7 +260,7 @@ def test_a_file_written_into_a_fine_partition_during_the_merge_stays_visible(spa
 
 
 def test_a_fine_partition_overwritten_after_the_switch_undoes_the_period(spark, database, data_dir, monkeypatch):
-    """Issue 38 item 2: an `INSERT OVERWRITE` of a planned fine partition after the switch, before its files are
+    """An `INSERT OVERWRITE` of a planned fine partition after the switch, before its files are
     moved away: the merged copy holds the partition's old rows, so finishing would show them again beside the new
     ones. The period is rolled back instead; the view shows exactly what the overwrite left, the next period merges."""
     root = data_dir / "wo"
@@ -282,7 +282,7 @@ def test_a_fine_partition_overwritten_after_the_switch_undoes_the_period(spark, 
 
 
 def test_a_file_written_while_a_fine_partition_is_cleared_stays_visible(spark, database, data_dir, monkeypatch):
-    """Review of issue 38: a file lands in a planned fine partition after it was listed for clearing, before its
+    """A file lands in a planned fine partition after it was listed for clearing, before its
     planned files move away. Moved one by one, the directory removed only when empty: the file stays, registered,
     shown once (it went with the whole directory, for good with --skip-trash)."""
     root = data_dir / "wl"
@@ -305,7 +305,7 @@ def test_a_file_written_while_a_fine_partition_is_cleared_stays_visible(spark, d
 def test_a_fine_partition_overwritten_after_another_was_taken_aside_undoes_the_period(
     spark, database, data_dir, monkeypatch, overwritten
 ):
-    """Issue 38 item 2, the rest: an `INSERT OVERWRITE` of the second planned fine partition lands after the first
+    """An `INSERT OVERWRITE` of the second planned fine partition lands after the first
     one's files were taken aside. The period is rolled back: the view shows exactly what the overwrite left, never the
     merged copy's old rows beside it. The first gets its files back, byte for byte; overwritten too (`both`: an
     overwrite and an append cannot be told apart there), it keeps the overwrite's rows and its taken files wait
@@ -480,7 +480,7 @@ def test_a_merge_killed_at_each_journal_step_is_recovered(spark, metastore, data
 def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
     spark, metastore, database, data_dir, tmp_path, point
 ):
-    """Issue 38 item 2, after a crash: killed once switched (or once the first fine partition's files were taken
+    """After a crash: killed once switched (or once the first fine partition's files were taken
     aside), a planned fine partition is overwritten before `recover`, which rolls the period back (the files taken
     given back) instead of showing the old rows again."""
     table, root, rows, policy = merge_killed_at(point, spark, metastore, database, data_dir, tmp_path, "ko")
@@ -498,7 +498,7 @@ def test_a_merge_killed_after_the_switch_then_overwritten_is_rolled_back(
 @pytest.mark.crash
 @pytest.mark.slow
 def test_a_merge_killed_as_it_undoes_a_period_is_undone_by_recover(spark, metastore, database, data_dir, tmp_path):
-    """Review of issue 38: the run found a fine partition overwritten after another's files were taken aside, and
+    """The run found a fine partition overwritten after another's files were taken aside, and
     journaled that it undoes the period (`undoing`); killed right there, before any file went back. `recover` gives
     the files back and rolls the period back, never taking them again: the view shows what the overwrite left."""
     root = data_dir / "ku"

@@ -149,7 +149,7 @@ def test_retention_killed_at_each_journal_step_is_recovered(spark, metastore, da
 @pytest.mark.crash
 @pytest.mark.slow
 def test_a_killed_retention_of_a_bucketed_table_is_recovered(spark, metastore, database, data_dir, tmp_path):
-    """Issue 38 item 9: retention runs on bucketed tables (it rewrites no file), which compaction refuses; `recover`
+    """Retention runs on bucketed tables (it rewrites no file), which compaction refuses; `recover`
     skipped them, so the run's journal and its unregistered partition's data stayed forever."""
     root = data_dir / "kb"
     table = make_table(spark, database, "kb", root, partitions=FLAT, files=2, rows=10, buckets=2)

@@ -112,7 +112,7 @@ def test_a_failed_history_write_never_fails_the_run_and_arrives_with_the_next(
 def test_records_whose_flush_failed_after_they_landed_are_recorded_once(
     spark, database, data_dir, sink, history_db, monkeypatch
 ):
-    """Issue 38 item 9: a flush that fails (or is killed) after a pending file's records landed in the table leaves
+    """A flush that fails (or is killed) after a pending file's records landed in the table leaves
     the file pending; the next run's flush appends none of them a second time."""
     make_table(spark, database, "one", data_dir / "one", partitions=DATES[:2], files=3)
     monkeypatch.setenv("LAKEKEEPER_FAULT", "fail@history_appended")

@@ -123,7 +123,7 @@ def test_rollback_killed_at_every_step_is_recovered(spark, metastore, database, 
 def test_late_files_of_a_rollback_killed_after_its_install_never_land_in_a_partition_overwritten_since(
     spark, metastore, database, data_dir, tmp_path
 ):
-    """Review of issue 38: a rollback is killed right after it put the originals back, before carrying back a file
+    """A rollback is killed right after it put the originals back, before carrying back a file
     written after the compaction; the partition is then overwritten. Recovery finishes the rollback without carrying
     that file into the overwritten partition (its rows were replaced): it stays in the `.lk-rolledback-...`
     directory, not lost."""

@@ -1,4 +1,4 @@
-"""Suspension (issue 38, item 8): a partition that fails every run is left alone after `suspend_after_failures` runs
+"""Suspension: a partition that fails every run is left alone after `suspend_after_failures` runs
 in a row, says so in its result and in `analyze`, and is compacted again once resumed."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_appender_with_a_same_name_overwrite_during_the_swap_keeps_exactly_what_
 def test_a_writer_re_creating_the_partition_mid_swap_loses_nothing_and_recover_finishes_once_it_is_done(
     spark, database, data_dir, tmp_path, monkeypatch, then
 ):
-    """Issue 38 item 1: between the retire rename and the install a writer re-creates the partition directory with
+    """Between the retire rename and the install a writer re-creates the partition directory with
     one committed file and a task still running (`_temporary/`). The install takes the committed file (journaled;
     named like a staged output, it is taken under another name) and stops; `recover` stops too while the writer
     works, deleting nothing, and finishes the swap once the writer is done. When recovery must undo the swap instead
@@ -177,7 +177,7 @@ def test_a_writer_re_creating_the_partition_mid_swap_loses_nothing_and_recover_f
 def test_a_writers_in_progress_file_retired_with_the_originals_is_never_cleaned_up(
     spark, database, data_dir, monkeypatch
 ):
-    """Review of issue 38: a writer opens a hidden in-progress file in the partition after the last checks, right
+    """A writer opens a hidden in-progress file in the partition after the last checks, right
     before the retire rename: it goes into the backup's directory with the originals (the swap compares data files).
     `cleanup` then keeps that backup, naming the file, instead of deleting it with --skip-trash."""
     table = make_table(spark, database, "ip", data_dir, partitions=DATES[:1], files=4)
@@ -308,7 +308,7 @@ def test_recovery_after_a_kill_at_swapping_verifies_the_snapshot_before_rolling_
 def test_late_files_of_a_swap_killed_after_its_install_never_land_in_a_partition_overwritten_since(
     spark, metastore, database, data_dir, tmp_path
 ):
-    """Review of issue 38: a file arrives after the snapshot, so the retire rename takes it; the run is killed right
+    """A file arrives after the snapshot, so the retire rename takes it; the run is killed right
     after the install, before carrying it back; the partition is overwritten before `recover`. Recovery finishes
     the swap without carrying the late file into the overwritten partition (its rows were replaced): it stays with
     the originals, and the backup's cleanup keeps them."""

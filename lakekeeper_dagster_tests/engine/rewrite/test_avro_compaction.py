@@ -1,4 +1,4 @@
-"""Avro compaction (issue 21): blocks appended as they are encoded, one output per writer schema, codec and metadata;
+"""Avro compaction: blocks appended as they are encoded, one output per writer schema, codec and metadata;
 every row read back identically through Hive's AvroSerDe (Spark's HiveTableScanExec on the metastore table) and by
 fastavro resolving each file against the table's schema; what cannot be copied exactly is refused, nothing changed."""
 

@@ -1,4 +1,4 @@
-"""Byte-level merges and recompression (issue 17, items 2 and 3): row groups / stripes copied, never decoded, where
+"""Byte-level merges and recompression: row groups / stripes copied, never decoded, where
 the files agree on everything a reader decodes them with; everything else rewritten by Spark; data intact."""
 
 from __future__ import annotations

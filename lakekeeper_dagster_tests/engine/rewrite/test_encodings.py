@@ -1,5 +1,5 @@
 """A rewrite keeps the physical form of its input: Parquet timestamp type, rebase mode of old dates, decimal layout,
-and the table's format properties (issue 15, item 14). The output files' footers are read back and compared."""
+and the table's format properties. The output files' footers are read back and compared."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a file's own metadata says, read through the JVM from files Spark wrote (issue 17: the fields a byte-level
+"""What a file's own metadata says, read through the JVM from files Spark wrote (the fields a byte-level
 merge groups its inputs by): row groups / stripes, codecs, physical schema, writer, key-value metadata."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A batch's partitions written in ONE Spark job (`batching.write_mode: one_job`, issue 17 item 4): each partition
+"""A batch's partitions written in ONE Spark job (`batching.write_mode: one_job`): each partition
 ends at its target file count with its content, its sort order, its own input fingerprint and its own encodings."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Delimited TEXTFILE compaction (issue 21): files concatenated byte for byte, every row read back identically
+"""Delimited TEXTFILE compaction: files concatenated byte for byte, every row read back identically
 through Hive's SerDe (Spark's HiveTableScanExec on the metastore table) and through Spark's text source; what cannot
 be reproduced exactly is refused, nothing changed."""
 

@@ -1,5 +1,5 @@
 """What verification can see: rows counted from the files' own metadata, reads that cannot skip data whatever the
-session says, and columns the table does not declare (issue 15, items 12 and 13)."""
+session says, and columns the table does not declare."""
 
 from __future__ import annotations
 
