@@ -14,6 +14,7 @@ import pytest
 
 from lakekeeper_dagster_tests.jvm import TEST_METASTORE_FLAGS
 from lakekeeper_dagster_tests.tables import REPO
+from spark_resources.hive_session import require_metastore
 from spark_resources.metastore import MetastoreError, MetastoreServer, free_port, list_databases
 
 SPARK_CLIENT = textwrap.dedent(
@@ -144,3 +145,17 @@ def test_server_dying_at_start_reports_its_log(tmp_path):
 def test_bad_uri_is_rejected(tmp_path):
     with pytest.raises(MetastoreError, match="thrift://HOST:PORT"):
         MetastoreServer(home=tmp_path, uri="http://localhost:9083")
+
+
+@pytest.mark.pure
+def test_one_answering_metastore_of_a_comma_separated_list_is_enough_and_none_is_a_clear_error():
+    """The one reachability check (CLI, Dagster runs, `demo run`): an HA list whose first metastore is down passes
+    when another answers; with none answering, the error names the list, what needed it and what to do."""
+    with socket.socket() as down, socket.socket() as up:
+        down.bind(("127.0.0.1", 0))  # bound, not listening: refuses connections
+        up.bind(("127.0.0.1", 0))
+        up.listen()
+        down_uri = f"thrift://127.0.0.1:{down.getsockname()[1]}"
+        require_metastore(f"{down_uri},thrift://127.0.0.1:{up.getsockname()[1]}", "the demo")
+        with pytest.raises(MetastoreError, match=f"the Hive Metastore at {down_uri} is not reachable, and the demo "):
+            require_metastore(down_uri, "the demo")
