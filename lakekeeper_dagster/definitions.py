@@ -11,10 +11,23 @@ the metastore; with versioned state only an explicit refresh (refresh_tables_job
 version its run was planned with. The cost: the state lives in the instance (a shared `defs_state_storage` for
 processes in other containers), and a production code server shows new tables only after a refresh."""
 
+from __future__ import annotations
+
+import logging
 import warnings
 from pathlib import Path
 
 import dagster as dg
+
+from lakekeeper_dagster.surface.state import LOCATION_NAME
+
+
+def registered_under_another_name(record: logging.LogRecord) -> bool:
+    """False for Dagster's warning that this module, loaded with `-m`, registers the location under its own name
+    rather than LOCATION_NAME (kept: Dagster persists it): that name only finds app-managed components, and this
+    location has none. A logging filter of the component tree's logger, matching the warning's exact words."""
+    other = f"The code location name {LOCATION_NAME!r} configured on this project does not match the name {__name__!r} "
+    return not record.getMessage().startswith(other)
 
 
 @dg.definitions
@@ -27,4 +40,5 @@ def defs() -> dg.Definitions:
     warnings.filterwarnings(
         "ignore", message="Parameter `execution_type` of function `AssetsDefinition.__init__`", category=dg.BetaWarning
     )
+    logging.getLogger("dagster.components.core.component_tree").addFilter(registered_under_another_name)
     return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)

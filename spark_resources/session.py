@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
+from pathlib import Path
 
 from py4j.protocol import Py4JError
 from pyspark import SparkConf, SparkContext
@@ -21,6 +24,23 @@ LOCAL_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
 }
+
+# The log4j2 configuration of a driver JVM this process starts: without one, Spark prints its default profile's
+# banner ("Using Spark's default log4j profile", "Setting default log level to ...", "To adjust logging level use
+# sc.setLogLevel"), nothing a user can act on, and its startup warnings. To stderr, at the level the session is set
+# to once started (LAKEKEEPER_SPARK_LOG_LEVEL, default ERROR). Spark takes a pyspark driver for a shell, whose level
+# is its Python gateway's logger's (else WARN, said in the banner): that logger at the same level.
+DRIVER_LOG4J2 = """rootLogger.level = ${env:LAKEKEEPER_SPARK_LOG_LEVEL:-ERROR}
+logger.shell.name = org.apache.spark.api.python.PythonGatewayServer
+logger.shell.level = ${env:LAKEKEEPER_SPARK_LOG_LEVEL:-ERROR}
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+LOG4J_PROPERTIES = ("-Dlog4j2.configurationFile=", "-Dlog4j.configuration=")
 
 
 def hive_spark_conf(
@@ -70,11 +90,31 @@ def start_spark_session(conf: dict[str, str]) -> SparkSession:
         SparkContext._ensure_initialized(conf=SparkConf().setAll(list(conf.items())))
         yarn.check_queue(SparkContext._jvm, conf)
     builder = SparkSession.builder
-    for key, value in conf.items():
+    for key, value in (with_driver_log_conf(conf) if client else conf).items():
         builder = builder.config(key, value)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKEKEEPER_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+def with_driver_log_conf(conf: dict[str, str]) -> dict[str, str]:
+    """`conf` with DRIVER_LOG4J2 in the driver's Java options, unless they name a log4j configuration already."""
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if any(flag in options for flag in LOG4J_PROPERTIES):
+        return conf
+    flag = f"-Dlog4j2.configurationFile={driver_log_conf().as_uri()}"
+    return {**conf, "spark.driver.extraJavaOptions": f"{options} {flag}".strip()}
+
+
+def driver_log_conf() -> Path:
+    """DRIVER_LOG4J2's file, written once per content (its name has the content's hash) in the temp folder."""
+    digest = hashlib.sha256(DRIVER_LOG4J2.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"lakekeeper-driver-log4j2-{os.getuid()}-{digest}.properties"
+    if not path.exists():
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(DRIVER_LOG4J2, encoding="utf-8")
+        partial.replace(path)  # never read half written by a JVM of another process
+    return path
 
 
 def running_session_conf() -> dict[str, str] | None:

@@ -34,7 +34,7 @@ def _observe(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, tu
 
 def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
     context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
-    return defs.get_sensor_def(SENSOR_NAME)(context)
+    return defs.get_repository_def().get_sensor_def(SENSOR_NAME)(context)  # resolved: its resources bound
 
 
 def _report_run(key: str, result: dg.ExecuteInProcessResult) -> None:

@@ -89,6 +89,28 @@ def undownloadable_state(error: Exception) -> LocationState:
     return _logged(LocationState(ManagedTables(), None, notice))
 
 
+def no_instance_state() -> LocationState:
+    """The state of a load in a process with no Dagster instance (DAGSTER_HOME unset, none entered): 0 tables, and
+    why. Logs it."""
+    notice = (
+        "this process has no Dagster instance (DAGSTER_HOME is not set), so no stored state of the managed tables: "
+        "0 tables managed; set DAGSTER_HOME to the instance the code location uses"
+    )
+    return _logged(LocationState(ManagedTables(), None, notice))
+
+
+def unpinned_state() -> LocationState:
+    """The state of a load with no version pinned while one is stored: a run planned before any was, or a command
+    that reconstructs the location in its own process (`dagster asset materialize -m`). 0 tables; logs it."""
+    notice = (
+        "this load has no stored state of the managed tables pinned, though the instance has one (a run planned "
+        "before it was stored, or `dagster asset materialize -m`, which reconstructs the location without one): 0 "
+        "tables managed; launch through a code server instead (`dagster job launch -m lakekeeper_dagster.definitions "
+        "-j JOB`, or the UI)"
+    )
+    return _logged(LocationState(ManagedTables(), None, notice))
+
+
 def state_to_json(managed: ManagedTables, read_at: str) -> str:
     """`read_at` says when and from which metastore the tables were read."""
     return json.dumps(
