@@ -18,7 +18,7 @@ endif
 endif
 DEMO_DB ?= lakekeeper_demo
 
-.PHONY: venv demo test test-fast checks lint metastore-start metastore-stop ui
+.PHONY: venv demo test test-fast checks lint reference metastore-start metastore-stop ui
 
 venv: $(VENV)/.installed
 
@@ -71,6 +71,11 @@ checks: venv
 	$(STAGE) ruff $(VENV)/bin/ruff check .
 	$(STAGE) dg-check-defs $(VENV)/bin/dg check defs
 	$(STAGE) dg-list-defs sh -c '$(VENV)/bin/dg list defs > /dev/null'
+
+# docs/reference/{cli,config,dagster}.md, generated from the parser, the config's models and the code location's
+# definitions (lakekeeper_dagster_tests/test_reference.py fails when they differ; `--check` only compares).
+reference: venv
+	$(PY) docs/reference/generate.py
 
 # The inner loop (target: under 5 minutes; see benchmarks/README.md): the engine's pure tests and its in-process Spark
 # tests, without the crash matrix, the tests that start more JVMs or processes and the HDFS tier (`pytest -m hdfs`).

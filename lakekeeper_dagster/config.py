@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from functools import reduce
 from pathlib import Path
 from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
 
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.ops.options import ArchiveRule, CompactionOptions
@@ -23,6 +27,9 @@ from spark_resources.session import hive_spark_conf
 from spark_resources.settings import MetastoreSettings, SparkSubmitSettings
 
 DEFAULT_CONFIG_PATH = "lakekeeper.yaml"
+CONFIG_ENV = "LAKEKEEPER_CONFIG"  # the config file's path, when --config-file is not given
+ENV_OVERRIDES = {"metastore.uri": "LAKEKEEPER_METASTORE_URI"}  # key -> the variable that replaces the file's value
+ENTRY = "<DB.TABLE>"  # in a key's path: any entry of a mapping of blocks (table_overrides)
 TEMPLATE_WIDTH = 118
 TEMPLATE_HEADER = """\
 # lakekeeper-dagster configuration. Every key is optional; the values shown are the defaults.
@@ -162,7 +169,7 @@ def _format_errors(error: ValidationError, source: str) -> str:
 
 def config_path(explicit: str | None = None) -> tuple[Path, bool]:
     """The config file to read and whether it was asked for (flag or LAKEKEEPER_CONFIG) rather than defaulted."""
-    chosen = explicit or os.environ.get("LAKEKEEPER_CONFIG")
+    chosen = explicit or os.environ.get(CONFIG_ENV)
     return Path(chosen or DEFAULT_CONFIG_PATH), chosen is not None
 
 
@@ -172,12 +179,14 @@ def parse_config(data: dict[str, Any], source: str) -> LakekeeperConfig:
         config = LakekeeperConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(_format_errors(error, source)) from None
-    env_uri = os.environ.get("LAKEKEEPER_METASTORE_URI")
-    if env_uri:
-        try:
-            config.metastore.uri = env_uri
-        except ValidationError as error:
-            raise ConfigError(_format_errors(error, "LAKEKEEPER_METASTORE_URI")) from None
+    for key, variable in ENV_OVERRIDES.items():
+        value = os.environ.get(variable)
+        if value:
+            *blocks, name = key.split(".")
+            try:
+                setattr(reduce(getattr, blocks, config), name, value)
+            except ValidationError as error:
+                raise ConfigError(_format_errors(error, variable)) from None
     return config
 
 
@@ -228,9 +237,37 @@ def with_overrides(config: LakekeeperConfig, **flags: Any) -> LakekeeperConfig:
         raise ConfigError(_format_errors(error, "command-line flags")) from None
 
 
+@dataclass(frozen=True)
+class ConfigKey:
+    """One key of a settings model: its path (ENTRY for any entry of a mapping of blocks), its field and default
+    (JSON form; None when required); `block`: the model of a nested block; `entry`: of each entry of a mapping."""
+
+    path: tuple[str, ...]
+    field: FieldInfo
+    default: Any
+    block: type[BaseModel] | None
+    entry: type[BaseModel] | None
+
+
+def _model(annotation: Any) -> type[BaseModel] | None:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def config_keys(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[ConfigKey]:
+    """Every key of `model`, depth first: a block's key before its own keys, a mapping of blocks' entry keys under
+    ENTRY. The one walk of the settings: the template and the reference (docs/reference/generate.py) are made of it."""
+    for name, field in model.model_fields.items():
+        path = (*prefix, name)
+        default = None if field.is_required() else to_jsonable_python(field.get_default(call_default_factory=True))
+        block, entry = _model(field.annotation), _model((get_args(field.annotation) or (None,))[-1])
+        yield ConfigKey(path, field, default, block, entry)
+        if block or entry:
+            yield from config_keys(block or entry, path if block else (*path, ENTRY))
+
+
 def config_template() -> str:
     """The YAML `generate-config` writes: every key with its default, its description above it as a comment."""
-    return TEMPLATE_HEADER + "\n".join(_template_lines(LakekeeperConfig(), "")) + "\n"
+    return TEMPLATE_HEADER + "\n".join(_template_lines(LakekeeperConfig)) + "\n"
 
 
 def _yaml_value(value: Any) -> str:
@@ -243,23 +280,20 @@ def _comment(text: str, indent: str) -> list[str]:
     return [f"{indent}# {line}" for line in textwrap.wrap(text, TEMPLATE_WIDTH - len(indent) - 2)]
 
 
-def _template_lines(model: BaseModel, indent: str) -> list[str]:
-    """The keys of one block (nested blocks indented under their key); a top-level key follows a blank line."""
+def _template_lines(model: type[BaseModel]) -> list[str]:
+    """Each key under its description, a top-level one after a blank line, a block's keys indented under it; a
+    mapping of blocks is followed by one entry commented out, as an example (its keys' examples, else defaults)."""
     lines = []
-    values = model.model_dump(mode="json")
-    for name, field in type(model).model_fields.items():
-        lines += ([""] if not indent else []) + _comment(field.description or "", indent)
-        nested = getattr(model, name)
-        if isinstance(nested, BaseModel):
-            lines += [f"{indent}{name}:", *_template_lines(nested, indent + "  ")]
+    for key in config_keys(model):
+        name, depth = key.path[-1], len(key.path) - 1
+        if ENTRY in key.path:
+            if key.path[-2] == ENTRY:  # the example entry's own keys, one line each
+                value = _yaml_value((key.field.examples or [key.default])[0])
+                lines.append(f"{'  ' * (depth - 2)}#     {name}: {value}  # {key.field.description}")
             continue
-        lines.append(f"{indent}{name}: {_yaml_value(values[name])}")
-        item = get_args(field.annotation)[-1:]  # dict[str, Model]: one entry, commented out, as an example
-        if item and isinstance(item[0], type) and issubclass(item[0], BaseModel):
+        indent = "  " * depth
+        lines += ([""] if not depth else []) + _comment(key.field.description or "", indent)
+        lines.append(f"{indent}{name}:" if key.block else f"{indent}{name}: {_yaml_value(key.default)}")
+        if key.entry:
             lines.append(f"{indent}#   mydb.mytable:")
-            defaults = item[0]().model_dump(mode="json")
-            lines += [
-                f"{indent}#     {key}: {_yaml_value((spec.examples or [defaults[key]])[0])}  # {spec.description}"
-                for key, spec in item[0].model_fields.items()
-            ]
     return lines
