@@ -1,6 +1,7 @@
-"""The reference pages (cli.md, config.md, dagster.md), generated from the code: the command line's parser, the
-config's models and the code location's definitions. `python docs/reference/generate.py` writes them; with
-`--check` it writes nothing and exits 1 naming the pages that differ from what the code generates."""
+"""The reference pages (cli.md, config.md, dagster.md, layout.md), generated from the code: the command line's
+parser, the config's models, the code location's definitions and the modules' docstrings. `python
+docs/reference/generate.py` writes them; with `--check` it writes nothing and exits 1 naming the pages that differ
+from what the code generates."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ for folder in (HERE.parents[1], HERE):  # this checkout's packages (whichever th
         sys.path.insert(0, str(folder))
 
 import dagster as dg
+from layout import layout_page
 from pydantic import BaseModel
 from render import REGENERATE, code, default_text, description, field_rows, field_type, header, table, text
 
@@ -266,7 +268,7 @@ def dagster_page() -> str:
 
 
 def pages() -> dict[str, Callable[[], str]]:
-    return {"cli.md": cli_page, "config.md": config_page, "dagster.md": dagster_page}
+    return {"cli.md": cli_page, "config.md": config_page, "dagster.md": dagster_page, "layout.md": layout_page}
 
 
 def stale(generated: dict[str, str], folder: Path = HERE) -> list[str]:

@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+from render import header
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("spark_resources", "lakekeeper_dagster")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(])")
@@ -21,10 +23,9 @@ def first_sentence(path: Path) -> str:
 
 def layout_page() -> str:
     lines = [
-        "# Layout",
-        "",
-        "Generated from each module's docstring by `make reference` (`docs/reference/generate.py`); do not edit.",
-        "The layer rules are in [contributing](../contributing.md#layout).",
+        *header("Layout", "each module's docstring"),
+        "Every module with the first sentence of its docstring. The layer rules:",
+        "[contributing](../contributing.md#layout).",
     ]
     for package in PACKAGES:
         for directory in sorted({p.parent for p in (REPO / package).rglob("*.py")}):
