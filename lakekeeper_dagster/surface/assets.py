@@ -21,6 +21,7 @@ from lakekeeper_dagster.surface.figures import (
     rows_check_metadata,
     unit_metadata,
 )
+from lakekeeper_dagster.surface.metadata import DIFF, FORCE_TAG
 from lakekeeper_dagster.surface.tables import current_table
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.py4j import java_cause
@@ -29,8 +30,6 @@ from spark_resources.resource import HiveSparkResource
 ROW_COUNT = "row_count_preserved"
 CHECKSUM = "content_checksum_matches"
 WITHIN_TARGET = "files_within_target"
-FORCE_TAG = "lakekeeper/force"
-DIFF = "diff"  # the run's diff per partition, a Markdown table (`lakekeeper-dagster diff`)
 
 
 class CompactConfig(dg.Config):

@@ -42,23 +42,25 @@ from lakekeeper_dagster.engine.ops.analyze import plan_listed, with_suspensions
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.engine.statuses import PlanStatus
 from lakekeeper_dagster.surface.failures import engine_failures
+from lakekeeper_dagster.surface.metadata import (
+    BACKLOG,
+    BACKLOG_KEY,
+    EXECUTING,
+    FILE_COUNT,
+    FINGERPRINT_KEY,
+    KIND,
+    NEEDS_COMPACTION,
+    QUEUED_OR_EXECUTING,
+    SUMMARY_KIND,
+    SUSPENDED,
+    SUSPENDED_UNITS,
+)
 from lakekeeper_dagster.surface.partitions import sync_partitions
 from lakekeeper_dagster.surface.tables import current_units
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 OBSERVE_JOB = "observe_partitions_job"
-FILE_COUNT = "file_count"
-NEEDS_COMPACTION = "needs_compaction"
-KIND = "lakekeeper/kind"
-SUMMARY = "summary"  # KIND of a table's summary observation
-SUSPENDED = "suspended"  # a summary's count of suspended units (`engine/protocol/suspension.py`), not in the backlog
-SUSPENDED_UNITS = "suspended_units"  # ...and which, each with why and how to resume it
-BACKLOG = "backlog"
-FINGERPRINT_KEY = "lakekeeper/observed/"  # + the asset key: the table's fingerprint in the key-value store
-BACKLOG_KEY = "lakekeeper/backlog/"  # + the asset key: how many units of the table's last kept fingerprint need it
-EXECUTING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-UNFINISHED = [*EXECUTING, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 
 
 def observation_metadata(plan: UnitPlan) -> dict:
@@ -95,13 +97,13 @@ def summary_metadata(plans: list[UnitPlan]) -> dict:
             )
             or "none"
         ),
-        KIND: SUMMARY,
+        KIND: SUMMARY_KIND,
     }
 
 
 def is_summary(metadata: dict) -> bool:
     """Whether an observation's metadata is a table's summary (not a unit's figures)."""
-    return KIND in metadata and metadata[KIND].value == SUMMARY
+    return KIND in metadata and metadata[KIND].value == SUMMARY_KIND
 
 
 NEEDS = 3  # the index of needs_compaction in a fingerprint
@@ -240,7 +242,7 @@ def observe_schedule(job: dg.JobDefinition, settings: LakekeeperConfig) -> dg.Sc
         default_status=dg.DefaultScheduleStatus.STOPPED,
     )
     def observe_partitions_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        running = context.instance.get_runs(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=UNFINISHED), limit=1)
+        running = context.instance.get_runs(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=QUEUED_OR_EXECUTING), limit=1)
         if running:
             return dg.SkipReason(f"observation run {running[0].run_id[:8]} is not finished: not started again")
         return dg.RunRequest()

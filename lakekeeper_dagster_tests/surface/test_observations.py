@@ -12,14 +12,9 @@ from lakekeeper_dagster.engine.hive.model import partition_clause
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
-from lakekeeper_dagster.surface.observations import BACKLOG_KEY, FINGERPRINT_KEY, OBSERVE_JOB, without_backlog
-from lakekeeper_dagster.surface.sensors.file_count import (
-    MAX_RETRIES,
-    RETRY_TAG,
-    SENSOR_NAME,
-    TABLE_TAG,
-    execute_request,
-)
+from lakekeeper_dagster.surface.metadata import BACKLOG_KEY, FINGERPRINT_KEY, RETRY_TAG, TABLE_TAG
+from lakekeeper_dagster.surface.observations import OBSERVE_JOB, without_backlog
+from lakekeeper_dagster.surface.sensors.file_count import MAX_RETRIES, SENSOR_NAME, execute_request
 from lakekeeper_dagster_tests.engine.rewrite.test_keep_large import P1, P2, identity, mixed_table
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files

@@ -23,11 +23,11 @@ from lakekeeper_dagster.surface.checks import log_check_evaluations
 from lakekeeper_dagster.surface.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.surface.figures import history_metadata, unit_metadata
 from lakekeeper_dagster.surface.jobs.policy import policy_schedule
+from lakekeeper_dagster.surface.metadata import OPERATION
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 ARCHIVE_JOB = "archive_job"
-OPERATION = "lakekeeper/operation"
 
 
 class ArchiveConfig(dg.Config):

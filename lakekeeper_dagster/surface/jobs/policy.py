@@ -6,6 +6,7 @@ import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.surface.metadata import TABLE_TAG
 
 
 def policy_schedule(
@@ -31,7 +32,7 @@ def policy_schedule(
             dg.RunRequest(
                 run_key=name,
                 run_config=dg.RunConfig(ops={policy: config_of(name)}),
-                tags={"lakekeeper/table": name},
+                tags={TABLE_TAG: name},
             )
             for name in names
         ]
