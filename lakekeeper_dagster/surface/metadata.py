@@ -17,8 +17,8 @@ SUSPENDED = "suspended"  # a summary's count of suspended units (`engine/protoco
 SUSPENDED_UNITS = "suspended_units"  # a summary's suspended units, each with why and how to resume it
 
 # The observation job's key-value store (`run_storage` cursor values); each + the asset key's user string.
-FINGERPRINT_KEY = "lakekeeper/observed/"  # a table's fingerprint: unit -> its last recorded figures
-BACKLOG_KEY = "lakekeeper/backlog/"  # how many units of the table's last kept fingerprint need compaction
+OBSERVED_SNAPSHOT_KEY = "lakekeeper/observed/"  # a table's observed snapshot: unit -> its last recorded figures
+BACKLOG_KEY = "lakekeeper/backlog/"  # how many units of the table's last kept observed snapshot need compaction
 
 # A compaction's materialization (and archive's), `figures.py`.
 STATE = "lakekeeper/state"  # what Dagster's record of a partition stands for: existing (registered), or a run's outcome

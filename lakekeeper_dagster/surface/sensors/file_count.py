@@ -42,7 +42,7 @@ RETRIED = "retried:"  # a cursor key: + the id of a failed run whose units were 
 RETRY_WINDOW_SECONDS = 7 * 24 * 3600  # a failed run older than this (plus the back-off) is not requested again
 
 
-def run_units(
+def units_of_run(
     run: dg.DagsterRun, info: TableInfo, order: list[str], translator: HiveTableTranslator
 ) -> set[str | None]:
     """The units a run of the table's asset compacts: its `partitions` config, its partition, its range, or all."""
@@ -170,7 +170,7 @@ def _last_outcomes(
     """Each unit's newest run among finished `runs` (newest first)."""
     last: dict[str | None, dg.DagsterRun] = {}
     for run in runs:
-        for unit in run_units(run, info, order, translator):
+        for unit in units_of_run(run, info, order, translator):
             last.setdefault(unit, run)
     return last
 
@@ -295,7 +295,7 @@ def build_file_count_sensor(
         for name in set(active) | set(finished) | set(retries):
             info = by_name[name]
             orders[name] = order = _order(instance, info, translator)
-            in_flight[name] = set().union(*[run_units(r, info, order, translator) for r in active.get(name, [])])
+            in_flight[name] = set().union(*[units_of_run(r, info, order, translator) for r in active.get(name, [])])
             last_outcome = _last_outcomes(finished.get(name, []), info, order, translator)
             failures[name] = {u: r for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.FAILURE}
             settled[name] = {
