@@ -10,7 +10,8 @@ import dagster as dg
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.instance import install_instance_settings
-from lakekeeper_dagster.surface.observations import BACKLOG, OBSERVE_JOB, is_summary
+from lakekeeper_dagster.surface.metadata import BACKLOG
+from lakekeeper_dagster.surface.observations import OBSERVE_JOB, is_summary
 from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME, execute_request
 from spark_resources.hive_session import require_metastore
 from spark_resources.session import start_spark_session

@@ -21,6 +21,7 @@ from lakekeeper_dagster.surface.figures import (
     rows_check_metadata,
     unit_metadata,
 )
+from lakekeeper_dagster.surface.metadata import DIFF, FORCE_TAG
 from lakekeeper_dagster.surface.tables import current_table
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.py4j import java_cause
@@ -29,8 +30,6 @@ from spark_resources.resource import HiveSparkResource
 ROW_COUNT = "row_count_preserved"
 CHECKSUM = "content_checksum_matches"
 WITHIN_TARGET = "files_within_target"
-FORCE_TAG = "lakekeeper/force"
-DIFF = "diff"  # the run's diff per partition, a Markdown table (`lakekeeper-dagster diff`)
 
 
 class CompactConfig(dg.Config):
@@ -98,7 +97,7 @@ def check_config(config: CompactConfig, info: TableInfo) -> None:
         raise dg.Failure(description=f"config.partitions is set but {info.qualified_name} has no partitions; remove it")
 
 
-def run_units(context: dg.AssetExecutionContext, config: CompactConfig, info: TableInfo) -> list[str]:
+def partitions_to_compact(context: dg.AssetExecutionContext, config: CompactConfig, info: TableInfo) -> list[str]:
     """The partitions this run compacts: the run's partitions, narrowed to `config.partitions` when given."""
     keys = list(context.partition_keys)
     wanted = set(config.partitions)
@@ -150,7 +149,7 @@ def build_table_asset(
     )
     def _compact(context: dg.AssetExecutionContext, spark: HiveSparkResource, config: CompactConfig):
         check_config(config, info)
-        keys = run_units(context, config, info) if spec.partitions_def else None
+        keys = partitions_to_compact(context, config, info) if spec.partitions_def else None
         with engine_failures(), recorded(settings.history_sink(context.run_id)):  # each step on the run's log
             options = settings.compaction_options(  # a table's bad archive policy fails the run with its key
                 info.database,

@@ -17,6 +17,7 @@ from lakekeeper_dagster.surface.jobs.compaction import (
 )
 from lakekeeper_dagster.surface.jobs.merge import MERGE_JOB, build_merge_job, merge_asset_specs, merge_schedule
 from lakekeeper_dagster.surface.jobs.retention import RETENTION_JOB, build_retention_job, retention_schedule
+from lakekeeper_dagster.surface.metadata import NOTICE_KEY
 from lakekeeper_dagster.surface.observations import OBSERVE_JOB, build_observe_job, observe_schedule
 from lakekeeper_dagster.surface.sensors.file_count import build_file_count_sensor
 from lakekeeper_dagster.surface.sensors.partitions import build_partitions_sensor
@@ -27,7 +28,6 @@ from spark_resources.resource import HiveSparkResource, code_location_resource
 
 # Job metadata key of the location's notice ("0 tables managed: ...", "the metastore is unreachable: ..."): shown
 # on every job's page, where an operator looks for rollback, cleanup and recover.
-NOTICE_KEY = "lakekeeper/location"
 
 
 def spark_resource_for(config: LakekeeperConfig, **overrides) -> HiveSparkResource:

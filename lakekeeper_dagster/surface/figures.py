@@ -22,16 +22,16 @@ from lakekeeper_dagster.engine.ops.options import UnitResult
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, combine
 from lakekeeper_dagster.engine.statuses import UnitStatus
-
-ROW_COUNT_METADATA = "dagster/row_count"  # Dagster's documented key (its TableMetadataSet is not exported in 1.13)
-PER_PARTITION = "per_partition"  # the table of a run over several partitions
-SUMMARY = "summary"
-STATE = "lakekeeper/state"  # what Dagster's record of a partition stands for: existing (registered), or a run's outcome
-TABLE_LABEL = "(table)"
-HISTORY_TABLE = "lakekeeper/history_table"  # where every run's records are (`lakekeeper-dagster history`)
-HISTORY_RUNS = (
-    "lakekeeper/run_ids"  # the run ids of this materialization's records in it  # the unit of an unpartitioned table
+from lakekeeper_dagster.surface.metadata import (
+    HISTORY_RUNS,
+    HISTORY_TABLE,
+    PER_PARTITION,
+    ROW_COUNT_METADATA,
+    RUN_SUMMARY,
+    STATE,
 )
+
+TABLE_LABEL = "(table)"  # the unit of an unpartitioned table
 
 
 def label(result: UnitResult) -> str:
@@ -158,7 +158,7 @@ def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:
     backup = next((r.backup_table for r in compacted if r.backup_table), "") or ""
     metadata: dict[str, Any] = {
         STATE: run_state(results),
-        SUMMARY: dg.MetadataValue.md(_summary(results, before, after, backup)),
+        RUN_SUMMARY: dg.MetadataValue.md(_summary(results, before, after, backup)),
         "files_before": sum(r.files_before for r in results),
         "files_after": sum(files_after(r) for r in results),
         "size_before": human_bytes(sum(r.bytes_before for r in results)),

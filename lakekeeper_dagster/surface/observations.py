@@ -1,26 +1,26 @@
 """The observation job: a partition's file count and sizes recorded when they change, and one summary per table each
 run (its partitions, files, small files, backlog and bytes, numeric: the UI plots them over time).
 
-What was recorded last is a *fingerprint* per table in the instance's key-value store (`run_storage` cursor values,
-the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
-[files, bytes, small files, needs compaction]; beside it the table's backlog (how many of those need compaction), all
-the sensor reads of it each tick (a fingerprint is 17,520 entries a table at the estate). The fingerprint is read and
-written a table at a time (memory: the largest table's fingerprint, besides the run's listing),
+What was recorded last is an *observed snapshot* per table in the instance's key-value store (`run_storage` cursor
+values, the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
+its figures [files, bytes, small files, needs compaction]; beside it the table's backlog (how many of those need
+compaction), all the sensor reads of it each tick (a snapshot is 17,520 entries a table at the estate). The snapshot
+is read and written a table at a time (memory: the largest table's snapshot, besides the run's listing),
 instead of the event log's newest observation of each partition (17,520 records a table to read and deserialize each
 run at the estate). It never claims more than the event log holds:
 
 - a table's is written only after every observation of that table was yielded (Dagster stores an event before the
-  op resumes), so a run that fails or dies before it leaves that table's previous fingerprint, and the next run
+  op resumes), so a run that fails or dies before it leaves that table's previous snapshot, and the next run
   records every partition that changed since then again (a duplicate observation at worst, never a missed one);
 - a run that overlapped another run of this job stops writing from then on (which run's observation of a partition
-  is the newest in the event log is then unknown); the next run compares with the older fingerprint and records
+  is the newest in the event log is then unknown); the next run compares with the older snapshot and records
   again. `observe_partitions_schedule` does not start a run while one of the job is queued or running, so a run
   longer than the cron does not make the next ones overlap it (only a run launched by hand can);
-- a fingerprint is ignored when the instance holds no event of the table's asset (wiped), so every partition is
+- a snapshot is ignored when the instance holds no event of the table's asset (wiped), so every partition is
   recorded again.
 
 A partition that does not change is not observed again: `file_count_sensor` re-requests a failed compaction from the
-failed run itself, not from a new observation. Registrations by `hive_partitions_sensor` are not in the fingerprint
+failed run itself, not from a new observation. Registrations by `hive_partitions_sensor` are not in the snapshot
 (a sensor's events are stored after it returns): the next run records those partitions once more.
 An unpartitioned table is one unit like a partition: its observation (no partition) when its figures change, and
 its summary (`partitions: 1`) every run.
@@ -42,23 +42,25 @@ from lakekeeper_dagster.engine.ops.analyze import plan_listed, with_suspensions
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.engine.statuses import PlanStatus
 from lakekeeper_dagster.surface.failures import engine_failures
+from lakekeeper_dagster.surface.metadata import (
+    BACKLOG,
+    BACKLOG_KEY,
+    EXECUTING,
+    FILE_COUNT,
+    KIND,
+    NEEDS_COMPACTION,
+    OBSERVED_SNAPSHOT_KEY,
+    QUEUED_OR_EXECUTING,
+    SUMMARY_KIND,
+    SUSPENDED,
+    SUSPENDED_UNITS,
+)
 from lakekeeper_dagster.surface.partitions import sync_partitions
 from lakekeeper_dagster.surface.tables import current_units
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 OBSERVE_JOB = "observe_partitions_job"
-FILE_COUNT = "file_count"
-NEEDS_COMPACTION = "needs_compaction"
-KIND = "lakekeeper/kind"
-SUMMARY = "summary"  # KIND of a table's summary observation
-SUSPENDED = "suspended"  # a summary's count of suspended units (`engine/protocol/suspension.py`), not in the backlog
-SUSPENDED_UNITS = "suspended_units"  # ...and which, each with why and how to resume it
-BACKLOG = "backlog"
-FINGERPRINT_KEY = "lakekeeper/observed/"  # + the asset key: the table's fingerprint in the key-value store
-BACKLOG_KEY = "lakekeeper/backlog/"  # + the asset key: how many units of the table's last kept fingerprint need it
-EXECUTING = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-UNFINISHED = [*EXECUTING, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 
 
 def observation_metadata(plan: UnitPlan) -> dict:
@@ -95,51 +97,51 @@ def summary_metadata(plans: list[UnitPlan]) -> dict:
             )
             or "none"
         ),
-        KIND: SUMMARY,
+        KIND: SUMMARY_KIND,
     }
 
 
 def is_summary(metadata: dict) -> bool:
     """Whether an observation's metadata is a table's summary (not a unit's figures)."""
-    return KIND in metadata and metadata[KIND].value == SUMMARY
+    return KIND in metadata and metadata[KIND].value == SUMMARY_KIND
 
 
-NEEDS = 3  # the index of needs_compaction in a fingerprint
+NEEDS = 3  # the index of needs_compaction in a unit's figures
 
 
-def fingerprint(plan: UnitPlan) -> list:
+def unit_figures(plan: UnitPlan) -> list:
     """What makes a unit's observation worth recording again when it differs: figures and the plan's decision (a
     changed threshold changes the decision without changing the files)."""
     return [plan.file_count, plan.total_bytes, plan.small_files, plan.needs_compaction]
 
 
-def read_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, list]:
-    """The fingerprint last written for the asset (unit name, "" for an unpartitioned table -> figures); empty when
+def read_observed_snapshot(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, list]:
+    """The snapshot last written for the asset (unit name, "" for an unpartitioned table -> figures); empty when
     none was, or the instance holds no event of the asset."""
     if not instance.get_asset_records([key]):
         return {}
-    name = FINGERPRINT_KEY + key.to_user_string()
+    name = OBSERVED_SNAPSHOT_KEY + key.to_user_string()
     return json.loads(instance.run_storage.get_cursor_values({name}).get(name, "{}"))
 
 
 def without_backlog(instance: dg.DagsterInstance, keys: Sequence[dg.AssetKey]) -> set[dg.AssetKey]:
     """The assets whose last kept figures have no unit needing compaction, in one key-value read for all (a table
-    observed only before the backlog was kept beside its fingerprint is not among them: the sensor reads its events)."""
+    observed only before the backlog was kept beside its snapshot is not among them: the sensor reads its events)."""
     names = {BACKLOG_KEY + key.to_user_string(): key for key in keys}
     kept = instance.run_storage.get_cursor_values(set(names))
     return {names[name] for name, backlog in kept.items() if int(backlog) == 0}
 
 
-def keep_fingerprint(instance: dg.DagsterInstance, key: dg.AssetKey, figures: dict[str, list]) -> None:
-    """Keep a table's figures as the last recorded: its backlog first, then its fingerprint (a process killed
-    between the two leaves the older fingerprint, so the next run records again what changed; the backlog is already
+def keep_observed_snapshot(instance: dg.DagsterInstance, key: dg.AssetKey, snapshot: dict[str, list]) -> None:
+    """Keep a table's snapshot as the last recorded: its backlog first, then the snapshot (a process killed
+    between the two leaves the older snapshot, so the next run records again what changed; the backlog is already
     that of the observations in the event log)."""
-    backlog = sum(1 for f in figures.values() if f[NEEDS])
+    backlog = sum(1 for f in snapshot.values() if f[NEEDS])
     # Two calls, one key each: SQLite storage inserts all the pairs or, if one exists, updates only the existing ones.
     instance.run_storage.set_cursor_values({BACKLOG_KEY + key.to_user_string(): str(backlog)})
     fail_point("backlog_kept")
-    text = json.dumps(figures, separators=(",", ":"))
-    instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): text})
+    text = json.dumps(snapshot, separators=(",", ":"))
+    instance.run_storage.set_cursor_values({OBSERVED_SNAPSHOT_KEY + key.to_user_string(): text})
 
 
 def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -191,9 +193,9 @@ def build_observe_job(
             listed = plan_listed(units[info.qualified_name], listing, thresholds)
             plans = with_suspensions(storage, info, listed, settings.suspend_after_failures)
             key = translator.asset_key(info)
-            before, now, changed = read_fingerprint(instance, key), {}, 0
+            before, now, changed = read_observed_snapshot(instance, key), {}, 0
             for plan in plans:
-                now[plan.partition or ""] = figures = fingerprint(plan)
+                now[plan.partition or ""] = figures = unit_figures(plan)
                 if before.get(plan.partition or "") != figures:
                     changed += 1
                     yield dg.AssetObservation(
@@ -204,7 +206,7 @@ def build_observe_job(
             fail_point("observations_recorded")
             overlapped = overlapped or overlapping_runs(instance, context.run_id)
             if not overlapped:
-                keep_fingerprint(instance, key, now)
+                keep_observed_snapshot(instance, key, now)
             missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]
             context.log.info(
                 f"{info.qualified_name}: {len(plans)} unit(s) listed, {changed} changed and recorded, "
@@ -240,7 +242,7 @@ def observe_schedule(job: dg.JobDefinition, settings: LakekeeperConfig) -> dg.Sc
         default_status=dg.DefaultScheduleStatus.STOPPED,
     )
     def observe_partitions_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        running = context.instance.get_runs(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=UNFINISHED), limit=1)
+        running = context.instance.get_runs(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=QUEUED_OR_EXECUTING), limit=1)
         if running:
             return dg.SkipReason(f"observation run {running[0].run_id[:8]} is not finished: not started again")
         return dg.RunRequest()

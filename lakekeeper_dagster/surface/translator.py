@@ -21,12 +21,8 @@ from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.merge import merge_names
 from lakekeeper_dagster.engine.policies import TablePolicies
+from lakekeeper_dagster.surface.metadata import COLUMN_SCHEMA, STORAGE_KIND, TABLE_NAME, URI
 
-# Dagster's documented metadata keys (its TableMetadataSet and UriMetadataSet are not exported by dagster 1.13).
-COLUMN_SCHEMA = "dagster/column_schema"
-TABLE_NAME = "dagster/table_name"
-STORAGE_KIND = "dagster/storage_kind"
-URI = "dagster/uri"
 PARTITION_COLUMN = "partition column"  # the description of a partition column in the column schema
 
 

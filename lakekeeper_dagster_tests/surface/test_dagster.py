@@ -13,14 +13,8 @@ from lakekeeper_dagster.engine.hive.history_table import DAY
 from lakekeeper_dagster.surface.assets import CHECKSUM, DIFF, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.checks import LIVE_MATCHES_BACKUP
-from lakekeeper_dagster.surface.sensors.file_count import (
-    FINISHED,
-    NOT_FINISHED,
-    PARTITION_TAG,
-    RANGE_END_TAG,
-    RANGE_START_TAG,
-    run_units,
-)
+from lakekeeper_dagster.surface.metadata import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
+from lakekeeper_dagster.surface.sensors.file_count import units_of_run
 from lakekeeper_dagster.surface.state import store_state
 from lakekeeper_dagster.surface.tables import load_managed_tables
 from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, job_name, partitions_def_name
@@ -129,7 +123,7 @@ def test_materializing_partitions_compacts_them_and_checks_pass(spark, location,
         run = instance.get_run_by_id(result.run_id)
         assert run.tags[PARTITION_TAG] == "date=2024-01-01"  # the tag the sensor reads a run's partition from
         order = instance.get_dynamic_partitions(partitions_def_name(database, "ev"))
-        assert run_units(run, read_table(spark, database, "ev"), order, TRANSLATOR) == {"date=2024-01-01"}
+        assert units_of_run(run, read_table(spark, database, "ev"), order, TRANSLATOR) == {"date=2024-01-01"}
         (materialization,) = result.asset_materializations_for_node(f"hive__{database}__ev")
         metadata = {k: v.value for k, v in materialization.metadata.items()}
         assert (metadata["files_before"], metadata["files_after"], metadata["dagster/row_count"]) == (4, 1, 200)
@@ -331,7 +325,7 @@ def test_partitions_follow_the_metastore_and_a_range_runs_in_one_session(spark, 
         assert materialized == {"date=2024-01-01", "date=2024-01-02"}
         run = instance.get_run_by_id(result.run_id)
         order = instance.get_dynamic_partitions(name)
-        assert run_units(run, read_table(spark, database, "ev"), order, TRANSLATOR) == materialized
+        assert units_of_run(run, read_table(spark, database, "ev"), order, TRANSLATOR) == materialized
     assert all(len(data_files(data_dir / "ev" / f"date={d['date']}")) == 1 for d in DATES)
 
 

@@ -14,7 +14,7 @@ from lakekeeper_dagster.engine.hive.model import quote_identifier, sql_string
 from lakekeeper_dagster.surface.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.checks import LIVE_MATCHES_BACKUP
-from lakekeeper_dagster.surface.sensors.file_count import RANGE_END_TAG, RANGE_START_TAG
+from lakekeeper_dagster.surface.metadata import RANGE_END_TAG, RANGE_START_TAG
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
 

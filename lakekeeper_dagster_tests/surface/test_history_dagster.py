@@ -7,9 +7,8 @@ import dagster as dg
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.hive.history_table import read_rows
-from lakekeeper_dagster.surface.assets import DIFF
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
-from lakekeeper_dagster.surface.figures import HISTORY_RUNS, HISTORY_TABLE
+from lakekeeper_dagster.surface.metadata import DIFF, HISTORY_RUNS, HISTORY_TABLE
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.tables import DATES, make_table
 

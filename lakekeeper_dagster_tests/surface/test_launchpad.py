@@ -22,7 +22,8 @@ from dagster_graphql.test.utils import execute_dagster_graphql
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
-from lakekeeper_dagster.surface.sensors.file_count import PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, SENSOR_NAME
+from lakekeeper_dagster.surface.metadata import PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
+from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, op_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import DATES, data_files, make_table, rows_of
 from spark_resources.resource import HiveSparkResource

@@ -21,8 +21,9 @@ import yaml
 from lakekeeper_dagster.config import load_config, parse_config
 from lakekeeper_dagster.definitions import defs
 from lakekeeper_dagster.demo.config import ensure_demo_config
-from lakekeeper_dagster.surface.build import NOTICE_KEY, build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.instance import install_instance_settings
+from lakekeeper_dagster.surface.metadata import NOTICE_KEY
 from lakekeeper_dagster.surface.state import state_from_json, state_key
 from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of
 from spark_resources.metastore import free_port

@@ -12,14 +12,9 @@ from lakekeeper_dagster.engine.hive.model import partition_clause
 from lakekeeper_dagster.engine.ops.compaction import compact_table
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
-from lakekeeper_dagster.surface.observations import BACKLOG_KEY, FINGERPRINT_KEY, OBSERVE_JOB, without_backlog
-from lakekeeper_dagster.surface.sensors.file_count import (
-    MAX_RETRIES,
-    RETRY_TAG,
-    SENSOR_NAME,
-    TABLE_TAG,
-    execute_request,
-)
+from lakekeeper_dagster.surface.metadata import BACKLOG_KEY, OBSERVED_SNAPSHOT_KEY, RETRY_TAG, TABLE_TAG
+from lakekeeper_dagster.surface.observations import OBSERVE_JOB, without_backlog
+from lakekeeper_dagster.surface.sensors.file_count import MAX_RETRIES, SENSOR_NAME, execute_request
 from lakekeeper_dagster_tests.engine.rewrite.test_keep_large import P1, P2, identity, mixed_table
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
@@ -407,7 +402,7 @@ def test_a_tick_reads_at_most_its_budget_and_the_next_ones_read_on(spark, metast
 def test_a_tick_reads_no_event_of_a_table_whose_last_figures_have_no_backlog(
     spark, metastore, database, tables, monkeypatch
 ):
-    """The observation run keeps each table's backlog beside its fingerprint (equal to its summary's); a tick reads
+    """The observation run keeps each table's backlog beside its snapshot (equal to its summary's); a tick reads
     those counts only, and the event log of the tables with a backlog (its time does not grow with partitions)."""
     make_table(spark, database, "big", tables / "big", partitions=DAYS[:2], files=1)
     defs = definitions(spark, metastore, database, max_partitions_per_run=1)
@@ -430,7 +425,7 @@ def test_a_tick_reads_no_event_of_a_table_whose_last_figures_have_no_backlog(
         assert keys["ev"] in read and keys["big"] not in read
 
         # A run failing between a table's two writes (big is the first table): its backlog count is already the one
-        # of the observations it stored, its fingerprint the older one, so the next run records the change again.
+        # of the observations it stored, its observed snapshot the older one, so the next run records the change again.
         write_files(spark, f"file:{tables / 'big' / NAMES[0]}", 6000, 10, 4, "parquet")
         monkeypatch.setenv("LAKEKEEPER_FAULT", "fail@backlog_kept")
         failed = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance, raise_on_error=False)
@@ -441,10 +436,10 @@ def test_a_tick_reads_no_event_of_a_table_whose_last_figures_have_no_backlog(
 
 
 def test_a_table_observed_before_its_backlog_was_kept_is_read_from_the_event_log():
-    """An instance written by a version that kept only the fingerprint: the table is not taken as without backlog."""
+    """An instance written by a version that kept only the snapshot: the table is not taken as without backlog."""
     key = dg.AssetKey(["hive", "db", "old"])
     with dg.instance_for_test() as instance:
-        instance.run_storage.set_cursor_values({FINGERPRINT_KEY + key.to_user_string(): '{"p=1":[7,70,7,false]}'})
+        instance.run_storage.set_cursor_values({OBSERVED_SNAPSHOT_KEY + key.to_user_string(): '{"p=1":[7,70,7,false]}'})
         assert without_backlog(instance, [key]) == set()
         instance.run_storage.set_cursor_values({BACKLOG_KEY + key.to_user_string(): "0"})
         assert without_backlog(instance, [key]) == {key}

@@ -22,8 +22,9 @@ from dagster_graphql.test.utils import execute_dagster_graphql
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.hive.model import partition_clause
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.metadata import STATE
 from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME
-from lakekeeper_dagster.surface.sensors.partitions import INTERVAL_SECONDS, PARTITIONS_SENSOR, STATE, UNCHANGED
+from lakekeeper_dagster.surface.sensors.partitions import INTERVAL_SECONDS, PARTITIONS_SENSOR, UNCHANGED
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
 

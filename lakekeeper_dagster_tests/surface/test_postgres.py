@@ -19,8 +19,9 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.instance import POSTGRES_URL_ENV, install_instance_settings
+from lakekeeper_dagster.surface.metadata import TABLE_TAG
 from lakekeeper_dagster.surface.observations import OBSERVE_JOB
-from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME, TABLE_TAG, execute_request
+from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME, execute_request
 from lakekeeper_dagster_tests.postgres import PostgresServer
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.surface.test_run_queue import (

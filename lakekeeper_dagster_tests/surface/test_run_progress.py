@@ -14,7 +14,7 @@ import pytest
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
-from lakekeeper_dagster.surface.sensors.file_count import RANGE_END_TAG, RANGE_START_TAG
+from lakekeeper_dagster.surface.metadata import RANGE_END_TAG, RANGE_START_TAG
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import DATES, REPO, data_files, make_table, rows_of, run_cli_in_process
 

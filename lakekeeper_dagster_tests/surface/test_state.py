@@ -17,8 +17,9 @@ from dagster_graphql.test.utils import define_out_of_process_context, execute_da
 
 from lakekeeper_dagster.config import load_config
 from lakekeeper_dagster.definitions import defs
-from lakekeeper_dagster.surface.build import NOTICE_KEY, build_definitions, spark_resource_for
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.instance import install_instance_settings
+from lakekeeper_dagster.surface.metadata import NOTICE_KEY
 from lakekeeper_dagster.surface.observations import OBSERVE_JOB
 from lakekeeper_dagster.surface.state import state_from_json, state_key, store_state
 from lakekeeper_dagster.surface.tables import load_managed_tables

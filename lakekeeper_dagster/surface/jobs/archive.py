@@ -9,11 +9,13 @@ asset, and an op job cannot declare another asset's checks as its own through Da
 yields an `AssetCheckResult` for a check its job does not plan fails), while a logged evaluation lands in the same
 check's history."""
 
+from typing import ClassVar
+
 import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
-from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.archive import archive_table, plan_archive
 from lakekeeper_dagster.engine.ops.options import ArchiveRule, UnitResult
 from lakekeeper_dagster.engine.protocol.history import recorded
@@ -22,34 +24,34 @@ from lakekeeper_dagster.surface.assets import check_results
 from lakekeeper_dagster.surface.checks import log_check_evaluations
 from lakekeeper_dagster.surface.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.surface.figures import history_metadata, unit_metadata
-from lakekeeper_dagster.surface.jobs.policy import policy_schedule
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, policy_schedule
+from lakekeeper_dagster.surface.metadata import OPERATION
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 ARCHIVE_JOB = "archive_job"
-OPERATION = "lakekeeper/operation"
 
 
-class ArchiveConfig(dg.Config):
-    """Opens as a dry run (a listing of the archive-aged partitions and their codecs); `table` has no default."""
+class ArchiveConfig(PolicyConfig):
+    """The dry run lists the archive-aged partitions and their codecs; a real run recompresses them. `table` has no
+    default: an archive always names its table (a required field, unlike retention's and merge's)."""
+
+    POLICY = "archive"
+    FLAGS: ClassVar[tuple[str, str]] = ("config.older_than", "config.codec")  # what the rule's errors name
 
     table: str = Field(description="DB.TABLE to archive (required)")
-    dry_run: bool = Field(default=True, description="only list the archive-aged partitions; false recompresses them")
-    older_than: str | None = Field(
-        default=None,
-        description="partitions whose period ended this long ago: 365d, 12w, 36h; default: the table's "
-        "table_overrides.<db.table>.archive.older_than",
-    )
     codec: str | None = Field(
         default=None, description="the archive codec (gzip, zstd...); default: table_overrides.<db.table>.archive.codec"
     )
 
-    def rule(self, settings: LakekeeperConfig) -> tuple[str, str, ArchiveRule]:
-        """(database, table, rule); ConfigError naming the config or policy key for an empty, bad or differing value
-        (`LakekeeperConfig.archive_rule`)."""
-        database, table = split_table_name(self.table, "config.table")
-        flags = ("config.older_than", "config.codec")
-        return database, table, settings.archive_rule(database, table, self.older_than, self.codec, flags)
+    def rule(self, settings: LakekeeperConfig, database: str, table: str) -> ArchiveRule:
+        """The table's archive rule; ConfigError naming the config or policy key for an empty, bad or differing
+        value (`LakekeeperConfig.archive_rule`)."""
+        return settings.archive_rule(database, table, self.older_than, self.codec, self.FLAGS)
+
+    def check_target(self, settings: LakekeeperConfig, database: str, table: str) -> None:
+        """ConfigError for a table without the partition time, age or codec its archive needs."""
+        self.rule(settings, database, table)
 
 
 def archive_metadata(results: list[UnitResult], rule: ArchiveRule) -> dict:
@@ -87,7 +89,8 @@ def build_archive_job(
         """Recompress the table's partitions older than the age with the archive codec (compacting them), or, as a
         dry run, list them with their end, files, bytes and codecs."""
         with engine_failures(), recorded(settings.history_sink(context.run_id)):
-            database, table, rule = config.rule(settings)
+            ((database, table),) = config.targets(settings)
+            rule = config.rule(settings, database, table)
             session = spark.spark_session
             if config.dry_run:
                 plan = plan_archive(session, database, table, rule)
@@ -135,7 +138,6 @@ def archive_schedule(
         job,
         settings,
         tables,
-        policy="archive",
+        config=ArchiveConfig,
         cron="0 4 1 * *",
-        config_of=lambda name: ArchiveConfig(table=name, dry_run=False),
     )

@@ -12,53 +12,32 @@ import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
-from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.merge import PeriodCopy, merge_table
 from lakekeeper_dagster.engine.plan.merge import merge_names
-from lakekeeper_dagster.engine.plan.partition_time import parse_age
-from lakekeeper_dagster.engine.policies import policy_age
 from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.surface.checks import copy_checks, log_check_evaluations
 from lakekeeper_dagster.surface.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
-from lakekeeper_dagster.surface.jobs.policy import policy_schedule
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, policy_schedule
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 MERGE_JOB = "merge_job"
 
 
-class MergeConfig(dg.Config):
-    """Opens as a dry run (the safe default: it lists the periods and partitions, and changes nothing); a real run
-    copies them into the merged table, switches the view, and moves the fine data to the Trash."""
+class MergeConfig(PolicyConfig):
+    """The dry run lists the periods and partitions; a real run copies them into the merged table, switches the
+    view, and moves the fine data to the Trash."""
 
-    table: str | None = Field(
-        default=None, description="DB.TABLE; default: every table of table_overrides with merge.older_than set"
-    )
-    dry_run: bool = Field(default=True, description="only list what would be merged; false merges")
-    older_than: str | None = Field(default=None, description="60d, 36h, 2w; default: merge.older_than")
+    POLICY = "merge"
+
     skip_trash: bool = Field(default=False, description="delete the merged fine data instead of the Trash")
 
-    def targets(self, settings: LakekeeperConfig) -> list[tuple[str, str]]:
-        """(database, table) pairs; ConfigError for a malformed value, nothing to work on, or a table without the
-        partition time, age or view it needs: all before Spark starts."""
-        if self.older_than is not None:
-            parse_age(self.older_than, "config.older_than")
-        if self.table is not None:
-            pairs = [split_table_name(self.table, "config.table")]
-        else:
-            pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if o.merge.older_than]
-        if not pairs:
-            raise ConfigError(
-                "merge: no table named (config.table) and no table_overrides.<DB.TABLE>.merge.older_than set; "
-                "nothing was changed"
-            )
-        for database, table in pairs:
-            policies, name = settings.policies_for(database, table), f"{database}.{table}"
-            policies.clock(name)
-            policy_age(self.older_than, policies.merge.older_than, "merge.older_than", name)
-            merge_names(database, table, policies.merge.view, policies.merge.table)
-        return pairs
+    def check_target(self, settings: LakekeeperConfig, database: str, table: str) -> None:
+        """ConfigError for a table without the partition time, age or view its merge needs."""
+        super().check_target(settings, database, table)
+        policies = settings.policies_for(database, table)
+        merge_names(database, table, policies.merge.view, policies.merge.table)
 
 
 def _log_checks(context: dg.OpExecutionContext, key: dg.AssetKey, copies: list[PeriodCopy]) -> None:
@@ -142,9 +121,8 @@ def merge_schedule(job: dg.JobDefinition, settings: LakekeeperConfig, tables: li
         job,
         settings,
         tables,
-        policy="merge",
+        config=MergeConfig,
         cron="45 3 * * *",
-        config_of=lambda name: MergeConfig(table=name, dry_run=False),
     )
 
 

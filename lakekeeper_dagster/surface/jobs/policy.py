@@ -1,11 +1,65 @@
-"""The schedules of the partition-management jobs: one real run a managed table whose policy sets an age."""
+"""What the partition-management jobs (archive, retention, merge) share: their op config's `table`, `dry_run` and
+`older_than`, the tables a run works on (`PolicyConfig.targets`), and their schedules (one real run a managed table
+whose policy sets an age)."""
 
-from collections.abc import Callable
+# No `from __future__ import annotations`: Dagster resolves the op config annotations at definition.
+
+from typing import ClassVar
 
 import dagster as dg
+from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig
-from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.plan.partition_time import parse_age
+from lakekeeper_dagster.engine.policies import TablePolicies, policy_age
+from lakekeeper_dagster.surface.metadata import TABLE_TAG
+
+
+def sets_age(policies: TablePolicies, policy: str) -> bool:
+    """Whether the table's `table_overrides.<db.table>.<policy>.older_than` is set."""
+    return bool(getattr(policies, policy).older_than)
+
+
+class PolicyConfig(dg.Config):
+    """The op config of a partition-management job: opens as a dry run (the safe default: it lists, and changes
+    nothing). `POLICY` names the job's op and its `table_overrides.<db.table>` key."""
+
+    POLICY: ClassVar[str]
+
+    table: str | None = Field(
+        default=None, description="DB.TABLE; default: every table of table_overrides whose policy sets older_than"
+    )
+    dry_run: bool = Field(default=True, description="only list what a run would change; false changes it")
+    older_than: str | None = Field(
+        default=None, description="the age, e.g. 90d, 36h, 2w; default: the table's policy older_than"
+    )
+
+    def targets(self, settings: LakekeeperConfig) -> list[tuple[str, str]]:
+        """(database, table) pairs: the named table, else every table of `table_overrides` whose policy sets an
+        age; ConfigError for a malformed value, nothing to work on, or a table its run cannot work on
+        (`check_target`): all before Spark starts."""
+        if self.older_than is not None:
+            parse_age(self.older_than, "config.older_than")
+        if self.table is not None:
+            pairs = [split_table_name(self.table, "config.table")]
+        else:
+            pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if sets_age(o, self.POLICY)]
+        if not pairs:
+            raise ConfigError(
+                f"{self.POLICY}: no table named (config.table) and no table_overrides.<DB.TABLE>.{self.POLICY}."
+                "older_than set; nothing was changed"
+            )
+        for database, table in pairs:
+            self.check_target(settings, database, table)
+        return pairs
+
+    def check_target(self, settings: LakekeeperConfig, database: str, table: str) -> None:
+        """ConfigError for a table without the partition time or the age its run needs."""
+        policies, name = settings.policies_for(database, table), f"{database}.{table}"
+        policies.clock(name)
+        policy_age(self.older_than, getattr(policies, self.POLICY).older_than, f"{self.POLICY}.older_than", name)
 
 
 def policy_schedule(
@@ -13,13 +67,13 @@ def policy_schedule(
     settings: LakekeeperConfig,
     tables: list[TableInfo],
     *,
-    policy: str,
+    config: type[PolicyConfig],
     cron: str,
-    config_of: Callable[[str], dg.Config],
 ) -> dg.ScheduleDefinition:
-    """`<policy>_schedule`: a run (not a dry run: `config_of(table)`) of `job`'s op `<policy>` for each managed table
+    """`<policy>_schedule`: a run (not a dry run) of `job`'s op `<policy>` (`config.POLICY`) for each managed table
     whose `table_overrides.<db.table>.<policy>.older_than` is set; off until turned on."""
-    names = [t.qualified_name for t in tables if getattr(settings.policies_for(t.database, t.name), policy).older_than]
+    policy = config.POLICY
+    names = [t.qualified_name for t in tables if sets_age(settings.policies_for(t.database, t.name), policy)]
 
     @dg.schedule(
         name=f"{policy}_schedule", job=job, cron_schedule=cron, default_status=dg.DefaultScheduleStatus.STOPPED
@@ -30,8 +84,8 @@ def policy_schedule(
         return [
             dg.RunRequest(
                 run_key=name,
-                run_config=dg.RunConfig(ops={policy: config_of(name)}),
-                tags={"lakekeeper/table": name},
+                run_config=dg.RunConfig(ops={policy: config(table=name, dry_run=False)}),
+                tags={TABLE_TAG: name},
             )
             for name in names
         ]

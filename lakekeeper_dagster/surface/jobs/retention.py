@@ -6,51 +6,23 @@ import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig, run_owner
-from lakekeeper_dagster.engine.errors import ConfigError
-from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
+from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.retention import retain_table
-from lakekeeper_dagster.engine.plan.partition_time import parse_age
-from lakekeeper_dagster.engine.policies import policy_age
 from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.surface.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
-from lakekeeper_dagster.surface.jobs.policy import policy_schedule
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, policy_schedule
 from spark_resources.resource import HiveSparkResource
 
 RETENTION_JOB = "retention_job"
 
 
-class RetentionConfig(dg.Config):
-    """Opens as a dry run (the safe default: it lists partition, time, files and bytes, and changes nothing); a
-    real run drops partitions, their data to the Trash."""
+class RetentionConfig(PolicyConfig):
+    """The dry run lists partition, time, files and bytes; a real run drops partitions, their data to the Trash."""
 
-    table: str | None = Field(
-        default=None,
-        description="DB.TABLE; default: every table of table_overrides with retention.older_than set",
-    )
-    dry_run: bool = Field(default=True, description="only list what would be dropped; false drops")
-    older_than: str | None = Field(default=None, description="90d, 36h, 2w; default: retention.older_than")
+    POLICY = "retention"
+
     force: bool = Field(default=False, description="drop even more than retention.max_fraction of the partitions")
     skip_trash: bool = Field(default=False, description="delete the data instead of moving it to the Trash")
-
-    def targets(self, settings: LakekeeperConfig) -> list[tuple[str, str]]:
-        """(database, table) pairs; ConfigError for an empty or malformed value, nothing to work on, or a table
-        without the partition time or age it needs: all before Spark starts."""
-        if self.older_than is not None:
-            parse_age(self.older_than, "config.older_than")
-        if self.table is not None:
-            pairs = [split_table_name(self.table, "config.table")]
-        else:
-            pairs = [split_table_name(name) for name, o in settings.table_overrides.items() if o.retention.older_than]
-        if not pairs:
-            raise ConfigError(
-                "retention: no table named (config.table) and no table_overrides.<DB.TABLE>.retention.older_than "
-                "set; nothing was changed"
-            )
-        for database, table in pairs:
-            policies, name = settings.policies_for(database, table), f"{database}.{table}"
-            policies.clock(name)
-            policy_age(self.older_than, policies.retention.older_than, "retention.older_than", name)
-        return pairs
 
 
 def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
@@ -126,7 +98,6 @@ def retention_schedule(
         job,
         settings,
         tables,
-        policy="retention",
+        config=RetentionConfig,
         cron="30 2 * * *",
-        config_of=lambda name: RetentionConfig(table=name, dry_run=False),
     )

@@ -17,39 +17,32 @@ import dagster as dg
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.requests import Observed, RunPlan, TableState, plan_tick
-from lakekeeper_dagster.surface.observations import BACKLOG, FILE_COUNT, NEEDS_COMPACTION, is_summary, without_backlog
+from lakekeeper_dagster.surface.metadata import (
+    BACKLOG,
+    FILE_COUNT,
+    FINISHED,
+    NEEDS_COMPACTION,
+    NOT_FINISHED,
+    PARTITION_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    RETRY_TAG,
+    TABLE_TAG,
+)
+from lakekeeper_dagster.surface.observations import is_summary, without_backlog
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 
 SENSOR_NAME = "file_count_sensor"
-TABLE_TAG = "lakekeeper/table"
 EXAMPLES = 5
 FETCH_PAGE = 10_000  # the most records the event log returns at once
-RETRY_TAG = "lakekeeper/retry"  # on a run requested again: how many times in a row its units were
 MAX_RETRIES = 3  # a sensor run failing after this many requests in a row is not requested again
 PENDING = "pending:"  # a cursor key: + a table: [[unit, observation storage id], ...] skipped (in flight, backing off)
 MIN_FILES = "min_files:"  # a cursor key: + a table: the min_files its cursor was read with
 RETRIED = "retried:"  # a cursor key: + the id of a failed run whose units were requested again (value: its end)
 RETRY_WINDOW_SECONDS = 7 * 24 * 3600  # a failed run older than this (plus the back-off) is not requested again
 
-# Dagster's system tags of a partitioned run: documented, but not exported by dagster 1.13, so named here once;
-# test_dagster checks them against the tags of a real one-partition run and a real range run.
-PARTITION_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
-# Dagster's finished and unfinished run statuses (MANAGED, a run of an external system, is neither).
-FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
-NOT_FINISHED = [
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.SUSPENDED,
-    dg.DagsterRunStatus.CANCELING,
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-]
-
-
-def run_units(
+def units_of_run(
     run: dg.DagsterRun, info: TableInfo, order: list[str], translator: HiveTableTranslator
 ) -> set[str | None]:
     """The units a run of the table's asset compacts: its `partitions` config, its partition, its range, or all."""
@@ -177,7 +170,7 @@ def _last_outcomes(
     """Each unit's newest run among finished `runs` (newest first)."""
     last: dict[str | None, dg.DagsterRun] = {}
     for run in runs:
-        for unit in run_units(run, info, order, translator):
+        for unit in units_of_run(run, info, order, translator):
             last.setdefault(unit, run)
     return last
 
@@ -302,7 +295,7 @@ def build_file_count_sensor(
         for name in set(active) | set(finished) | set(retries):
             info = by_name[name]
             orders[name] = order = _order(instance, info, translator)
-            in_flight[name] = set().union(*[run_units(r, info, order, translator) for r in active.get(name, [])])
+            in_flight[name] = set().union(*[units_of_run(r, info, order, translator) for r in active.get(name, [])])
             last_outcome = _last_outcomes(finished.get(name, []), info, order, translator)
             failures[name] = {u: r for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.FAILURE}
             settled[name] = {

@@ -17,7 +17,7 @@ from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.ops.analyze import plan_listed
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.surface.failures import engine_failures
-from lakekeeper_dagster.surface.figures import STATE
+from lakekeeper_dagster.surface.metadata import STATE
 from lakekeeper_dagster.surface.observations import observation_metadata
 from lakekeeper_dagster.surface.partitions import partition_requests
 from lakekeeper_dagster.surface.tables import current_units
