@@ -7,6 +7,8 @@ FileSystem API) -> `hive` (tables, units, catalog, backup tables) -> `plan` (pur
 retention) -> `settings` (the engine's configuration: builds the plan's thresholds and batching and a run's options).
 
 Glossary (one name per concept):
+- managed table: an external table the `tables` setting selects that passes `hive.eligibility.refusal`; internal
+  table: Hive's MANAGED_TABLE kind (Hive owns its files), which is never managed.
 - unit: what an operation works on, one partition or a whole unpartitioned table (`hive.model.Unit`); its plan is a
   `UnitPlan`, its journal entry a `UnitRecord`, its outcome a `UnitResult`.
 - partition: a unit's Hive partition name, `date=2024-01-01/ref=FR` (escaped as the metastore prints it); spec: its
