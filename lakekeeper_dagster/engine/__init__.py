@@ -15,6 +15,8 @@ Glossary (one name per concept):
   raw values by column.
 - live / incoming / retired: a unit's directory readers see, the new content waiting beside it, and the directory the
   swap moves the old content to (hidden `.lk-<role>-<run>-<name>` siblings).
+- fingerprint: the row count and an order-insensitive checksum of a set of rows (`rewrite.fingerprint.Fingerprint`),
+  taken of what a rewrite or a merge reads and of what it wrote, and compared; nothing else.
 - snapshot: the data files a run saw in `live` when it planned; every one must be intact right before the swap.
 - run: one journaled operation on one table (`RunKind`), under the table's lease; batch: units of a compaction run
   written, verified, backed up and committed together.

@@ -22,7 +22,7 @@ printing `lakekeeper fault: pausing at <point> until <file> exists`: a test acts
 file, so the run goes on as soon as the test is done, however loaded the machine;
 `LAKEKEEPER_FAULT=fail@<point>` raises `InjectedFault` at a `fail_point(<point>)` (`attributes`: setting the
 attributes of a staged directory or file fails; `observations_recorded`: an observation run fails after recording;
-`backlog_kept`: it fails between keeping a table's backlog count and its fingerprint; `history_appended`: a history
+`backlog_kept`: it fails between keeping a table's backlog count and its figures; `history_appended`: a history
 flush fails right after a pending file's records landed in the history table, also a kill point);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification (of every unit;
 `drop-staged-file@<partition>`: of that partition only);
