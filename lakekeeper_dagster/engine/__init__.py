@@ -17,6 +17,9 @@ Glossary (one name per concept):
   swap moves the old content to (hidden `.lk-<role>-<run>-<name>` siblings).
 - fingerprint: the row count and an order-insensitive checksum of a set of rows (`rewrite.fingerprint.Fingerprint`),
   taken of what a rewrite or a merge reads and of what it wrote, and compared; nothing else.
+- merge: only the partition merge (old fine partitions copied into coarse ones of a companion table behind a union
+  view: `plan.merge`, `protocol.merge`, `ops.merge`); concatenation: compaction's byte-level path, files' row groups
+  or stripes (`rewrite.concat`), text files or Avro blocks copied into one output file, no value decoded.
 - snapshot: the data files a run saw in `live` when it planned; every one must be intact right before the swap.
 - run: one journaled operation on one table (`RunKind`), under the table's lease; batch: units of a compaction run
   written, verified, backed up and committed together.

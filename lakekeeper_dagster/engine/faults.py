@@ -27,7 +27,8 @@ flush fails right after a pending file's records landed in the history table, al
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification (of every unit;
 `drop-staged-file@<partition>`: of that partition only);
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.
-`LAKEKEEPER_FAULT=drop-merged-row-groups` makes a byte merge leave out its last input (`rewrite/merge.py`).
+`LAKEKEEPER_FAULT=drop-concatenated-row-groups` makes a byte-level concatenation leave out its last input
+(`rewrite/concat.py`).
 Several faults are separated by `;` (`sleep@retiring:4;kill@installed_dir`). Unset (the default), every point is a
 no-op.
 """

@@ -40,15 +40,15 @@ _COMMITTED_FIGURES = ("files_before", "files_after", "bytes_before", "bytes_afte
 def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ.
 
-    Besides the fingerprints, each output's footers must count the rows the input's footers counted and keep the
-    input's encodings. A byte-merged unit that fails is written again, whole, by Spark, and checked again: a fast
+    Besides the fingerprints, each output's footers must count the rows the input's footers counted and keep the input's
+    encodings. A unit with concatenated files that fails is written again, whole, by Spark, and checked again: a fast
     path that cannot keep what the files hold (ORC's calendar flag, for one) never fails a unit on every run.
     """
     if not items:
         return items
     written = _check(run, items)
     rewritable = run.info.file_format not in COPIED_FORMATS  # text and Avro have no other path
-    again = [item for item in items if rewritable and item.failure and item.merged.outputs and not item.fell_back]
+    again = [item for item in items if rewritable and item.failure and item.concatenated.outputs and not item.fell_back]
     for item in again:
         run.storage.delete(run.journal.units[item.index].incoming)
         fall_back(item, item.failure)
