@@ -2,7 +2,7 @@
 
 Layers, each importing only those before it: `errors`, `statuses`, `faults` -> `fs` (files over the Hadoop
 FileSystem API) -> `hive` (tables, units, catalog, backup tables) -> `plan` (pure Python decisions) -> `protocol`
-(journal, lease, pre-swap checks, swap, commit, recovery: the substrate every operation stands on) -> `rewrite`
+(journal, lease, swap guards, swap, commit, recovery: the substrate every operation stands on) -> `rewrite`
 (reading with the table's schema, codecs, fingerprints) -> `ops` (analyze, compaction, rollback, cleanup, audit,
 retention) -> `settings` (the engine's configuration: builds the plan's thresholds and batching and a run's options).
 
@@ -24,6 +24,9 @@ Glossary (one name per concept):
 - run: one journaled operation on one table (`RunKind`), under the table's lease; batch: units of a compaction run
   written, verified, backed up and committed together.
 - backup: a zero-copy external table over the retired originals, found by its `lakekeeper.backup.*` properties.
+- swap guard: what must hold right before a unit's swap (`protocol.guards.guard_swap`: no writer at work, no
+  subdirectory, a renamable directory, the snapshot intact); distinct from verification (a unit's staged output
+  against its input fingerprint) and from Dagster's asset checks, which live in the surface.
 - commit: the only steps readers see (swap, metastore pointers, cache refresh).
 - recovery: finishing (from SWAPPING on) or undoing (before it) a run a crash interrupted, from its journal.
 """

@@ -1,7 +1,7 @@
 """Fault injection points, for tests that provoke crashes and corrupt outputs for real.
 
 `LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step, or a
-step of the swap: `retiring` (checks done, right before the retire rename), `retired`, `installed_dir`,
+step of the swap: `retiring` (swap guards passed, right before the retire rename), `retired`, `installed_dir`,
 `installed`; `carrying_kept` after each kept (large) file moved from the retired directory into the incoming one,
 and back when a swap is undone, `kept_carried` once they all are, right before the install rename; `copy_retired`
 after a rollback retired the compacted copy; a retention run's partition: `dropping` (its intent journaled),

@@ -20,7 +20,7 @@ from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.thresholds import WriteMode
-from lakekeeper_dagster.engine.protocol.checks import refuse_owner_change, refuse_subdirectories, refuse_unswappable
+from lakekeeper_dagster.engine.protocol.guards import refuse_owner_change, refuse_subdirectories, refuse_unswappable
 from lakekeeper_dagster.engine.protocol.recovery import write_root
 from lakekeeper_dagster.engine.rewrite.avroappend import append_unit
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec

@@ -23,7 +23,7 @@ from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.hdfs import is_hdfs, open_files
 from lakekeeper_dagster.engine.fs.locations import child, is_hidden, is_marker
 from lakekeeper_dagster.engine.fs.storage import Storage
-from lakekeeper_dagster.engine.protocol.checks import changed_files
+from lakekeeper_dagster.engine.protocol.guards import changed_files
 from lakekeeper_dagster.engine.protocol.journal import UnitRecord
 
 INSTALL_ATTEMPTS = 10
