@@ -1,10 +1,10 @@
-"""10. What a sensor tick reads of every table's kept figures: the backlog counts against the whole fingerprints.
+"""10. What a sensor tick reads of every table's kept figures: the backlog counts against the whole observed snapshots.
 
 Each tick of file_count_sensor first asks which tables' last kept figures have no unit needing compaction (those are
 not read further). It reads each table's backlog count (`observations.without_backlog`); before 4c9e207 it read and
-parsed each table's whole fingerprint, one entry a partition (reproduced here as `fingerprints_parsed`). Both on the
-same instance, written by the observation job's own `keep_fingerprint` for N tables x P partitions with no backlog (the
-state after a first run), SQLite and Postgres side by side; the median of `--reads` reads of each.
+parsed each table's whole observed snapshot, one entry a partition (reproduced here as `snapshots_parsed`). Both on
+the same instance, written by the observation job's own `keep_observed_snapshot` for N tables x P partitions with no
+backlog (the state after a first run), SQLite and Postgres side by side; the median of `--reads` reads of each.
 
     PYTHONPATH=. nice -n 15 .venv/bin/python -m benchmarks.sensor_keys --tables 20 --partitions 17520
 """
@@ -22,13 +22,15 @@ import dagster as dg
 
 from benchmarks import harness
 from benchmarks.estate import BACKENDS, instance_yaml
-from lakekeeper_dagster.surface.observations import FINGERPRINT_KEY, NEEDS, keep_fingerprint, without_backlog
+from lakekeeper_dagster.surface.metadata import OBSERVED_SNAPSHOT_KEY
+from lakekeeper_dagster.surface.observations import NEEDS, keep_observed_snapshot, without_backlog
 from lakekeeper_dagster_tests.postgres import PostgresServer
 
 
-def fingerprints_parsed(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> set[dg.AssetKey]:
-    """The read before 4c9e207: every table's whole fingerprint, parsed, searched for a unit needing compaction."""
-    names = {FINGERPRINT_KEY + key.to_user_string(): key for key in keys}
+def snapshots_parsed(instance: dg.DagsterInstance, keys: list[dg.AssetKey]) -> set[dg.AssetKey]:
+    """The read before 4c9e207: every table's whole observed snapshot, parsed, searched for a unit needing
+    compaction."""
+    names = {OBSERVED_SNAPSHOT_KEY + key.to_user_string(): key for key in keys}
     kept = instance.run_storage.get_cursor_values(set(names))
     return {names[name] for name, text in kept.items() if not any(f[NEEDS] for f in json.loads(text).values())}
 
@@ -53,10 +55,10 @@ def measure(backend: str, tables: int, partitions: int, reads: int) -> dict:
             with dg.DagsterInstance.from_config(home) as instance:
                 started = time.monotonic()
                 for key in keys:
-                    keep_fingerprint(instance, key, figures)
+                    keep_observed_snapshot(instance, key, figures)
                 kept_s = time.monotonic() - started
                 backlog_s = _median_seconds(without_backlog, instance, keys, reads)
-                parsed_s = _median_seconds(fingerprints_parsed, instance, keys, reads)
+                parsed_s = _median_seconds(snapshots_parsed, instance, keys, reads)
     finally:
         if postgres:
             postgres.stop()

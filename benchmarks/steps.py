@@ -32,7 +32,7 @@ STEPS = [
     ("lakekeeper_dagster.engine.ops.batch", "file_fingerprints", "verify"),
     ("lakekeeper_dagster.engine.ops.run", "CompactionRun.ensure_backup", "backup"),
     ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),  # called as `backups.add_partitions`
-    ("lakekeeper_dagster.engine.ops.batch", "check_before_swap", "re-list"),
+    ("lakekeeper_dagster.engine.ops.batch", "guard_swap", "re-list"),
     ("lakekeeper_dagster.engine.protocol.commit", "finish_swap", "swap"),  # called by `swap_unit`
     ("lakekeeper_dagster.engine.ops.batch", "commit_swapped", "commit (backup location, cache refresh, stats)"),
     ("lakekeeper_dagster.engine.ops.compaction", "finish_run", "finish run"),

@@ -173,7 +173,7 @@ def test_the_graph_sees_imports_in_functions_and_relative_ones():
         if TYPE_CHECKING:
             from lakekeeper_dagster.engine.hive.model import TableInfo
         def f():
-            from .checks import check_before_swap
+            from .guards import guard_swap
             import spark_resources.py4j
         """
     )
@@ -182,7 +182,7 @@ def test_the_graph_sees_imports_in_functions_and_relative_ones():
         "lakekeeper_dagster.engine.fs",
         "lakekeeper_dagster.engine.fs.storage",
         "lakekeeper_dagster.engine.hive.model",
-        "lakekeeper_dagster.engine.protocol.checks",
+        "lakekeeper_dagster.engine.protocol.guards",
         "spark_resources.py4j",
     }
     assert _resolve("pyspark.sql") is None

@@ -1,7 +1,7 @@
 """Fault injection points, for tests that provoke crashes and corrupt outputs for real.
 
 `LAKEKEEPER_FAULT=kill@<point>` kills the process with SIGKILL when it reaches `<point>` (a journal step, or a
-step of the swap: `retiring` (checks done, right before the retire rename), `retired`, `installed_dir`,
+step of the swap: `retiring` (swap guards passed, right before the retire rename), `retired`, `installed_dir`,
 `installed`; `carrying_kept` after each kept (large) file moved from the retired directory into the incoming one,
 and back when a swap is undone, `kept_carried` once they all are, right before the install rename; `copy_retired`
 after a rollback retired the compacted copy; a retention run's partition: `dropping` (its intent journaled),
@@ -22,12 +22,13 @@ printing `lakekeeper fault: pausing at <point> until <file> exists`: a test acts
 file, so the run goes on as soon as the test is done, however loaded the machine;
 `LAKEKEEPER_FAULT=fail@<point>` raises `InjectedFault` at a `fail_point(<point>)` (`attributes`: setting the
 attributes of a staged directory or file fails; `observations_recorded`: an observation run fails after recording;
-`backlog_kept`: it fails between keeping a table's backlog count and its fingerprint; `history_appended`: a history
+`backlog_kept`: it fails between keeping a table's backlog count and its figures; `history_appended`: a history
 flush fails right after a pending file's records landed in the history table, also a kill point);
 `LAKEKEEPER_FAULT=drop-staged-file` deletes one file of the temporary output before verification (of every unit;
 `drop-staged-file@<partition>`: of that partition only);
 `LAKEKEEPER_FAULT=drop-input-file` deletes one input file after its footer was read, before Spark reads it.
-`LAKEKEEPER_FAULT=drop-merged-row-groups` makes a byte merge leave out its last input (`rewrite/merge.py`).
+`LAKEKEEPER_FAULT=drop-concatenated-row-groups` makes a byte-level concatenation leave out its last input
+(`rewrite/concat.py`).
 Several faults are separated by `;` (`sleep@retiring:4;kill@installed_dir`). Unset (the default), every point is a
 no-op.
 """

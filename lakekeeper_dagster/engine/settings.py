@@ -139,8 +139,8 @@ class EngineSettings(StrictModel):
     byte_merge_min_row_group_mb: int = Field(
         default=64,
         ge=0,
-        description="Merge a partition's files at the byte level (row groups / stripes copied, never decoded) when "
-        "every row group / stripe of theirs is at least this many MB and they share schema, codec, writer and "
+        description="Concatenate a partition's files at the byte level (row groups / stripes copied, never decoded) "
+        "when every row group / stripe of theirs is at least this many MB and they share schema, codec, writer and "
         "metadata; smaller ones are rewritten by Spark. 0: always rewrite.",
     )
     accept_owner_change: bool = Field(
@@ -223,7 +223,7 @@ class EngineSettings(StrictModel):
             drop_undeclared_columns=self.drop_undeclared_columns,
             non_atomic_rename_schemes_accepted=tuple(self.non_atomic_rename_schemes_accepted),
             codec=validated_codec(codec, setting="--codec / config codec") if codec is not None else self.codec,
-            byte_merge_min_row_group_bytes=self.byte_merge_min_row_group_mb * MB,
+            concat_min_row_group_bytes=self.byte_merge_min_row_group_mb * MB,
             suspend_after=self.suspend_after_failures,
             accept_owner_change=self.accept_owner_change,
         )

@@ -228,8 +228,8 @@ class TableInfo:
 
     def unmanaged_reason(self) -> str | None:
         """Why lakekeeper may not change this table's partitions or directories at all (a view, a backup, a table
-        whose files another system owns, one whose partitions the metastore discovers, one without a location), or
-        None; what rewrites no file needs only this."""
+        whose files another system owns: Hive for an internal table, one whose partitions the metastore discovers,
+        one without a location), or None; what rewrites no file needs only this."""
         if self.table_type == "VIEW":
             return "view (no data files of its own)"
         if BACKUP_SOURCE_PROPERTY in self.table_properties:
@@ -244,8 +244,10 @@ class TableInfo:
             return "transactional (ACID) table: Hive compaction owns its files"
         if discovering := self.discovery_reason():
             return discovering
+        if self.table_type == "MANAGED":  # Hive's MANAGED_TABLE: an internal table, whose files Hive owns
+            return "managed table (a Hive internal table, MANAGED_TABLE): only EXTERNAL tables are taken"
         if self.table_type != "EXTERNAL":
-            return f"{self.table_type.lower()} table: only EXTERNAL tables are managed"
+            return f"{self.table_type.lower()} table: only EXTERNAL tables are taken"
         if not self.location:
             return "table has no location"
         return None

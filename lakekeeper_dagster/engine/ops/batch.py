@@ -3,7 +3,7 @@
 A batch's units are written into hidden staging siblings, each in a Spark job of its own, `concurrent_jobs` at a
 time (`batching.write_mode: per_unit`, the default), or those of a partitioned table together (`one_job`), each
 unit's input fingerprint observed in the same pass; then verified by one Spark job over all staged outputs,
-registered in the backup with one statement, swapped one by one right after their pre-swap checks, and committed
+registered in the backup with one statement, swapped one by one right after their swap guards, and committed
 together.
 """
 
@@ -18,8 +18,8 @@ from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.ops.write import fall_back, stage
-from lakekeeper_dagster.engine.protocol.checks import check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import abort_unit, commit_swapped, swap_unit
+from lakekeeper_dagster.engine.protocol.guards import guard_swap
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
 from lakekeeper_dagster.engine.rewrite.content import file_fingerprints
@@ -40,15 +40,15 @@ _COMMITTED_FIGURES = ("files_before", "files_after", "bytes_before", "bytes_afte
 def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ.
 
-    Besides the fingerprints, each output's footers must count the rows the input's footers counted and keep the
-    input's encodings. A byte-merged unit that fails is written again, whole, by Spark, and checked again: a fast
+    Besides the fingerprints, each output's footers must count the rows the input's footers counted and keep the input's
+    encodings. A unit with concatenated files that fails is written again, whole, by Spark, and checked again: a fast
     path that cannot keep what the files hold (ORC's calendar flag, for one) never fails a unit on every run.
     """
     if not items:
         return items
     written = _check(run, items)
     rewritable = run.info.file_format not in COPIED_FORMATS  # text and Avro have no other path
-    again = [item for item in items if rewritable and item.failure and item.merged.outputs and not item.fell_back]
+    again = [item for item in items if rewritable and item.failure and item.concatenated.outputs and not item.fell_back]
     for item in again:
         run.storage.delete(run.journal.units[item.index].incoming)
         fall_back(item, item.failure)
@@ -154,7 +154,7 @@ def _swap(run: CompactionRun, item: BatchItem) -> int | None:
     label = run.label(unit)
     try:
         wait_for_writers(storage, run.info.location, unit.live, label, waiting=run.waiting(unit))  # files in the unit
-        check_before_swap(storage, unit.live, item.snapshot.files, label)
+        guard_swap(storage, unit.live, item.snapshot.files, label)
     except UnitFailure as failure:
         item.failure, item.result.raced = str(failure), True
         _drop_failed(run, [item])

@@ -29,8 +29,8 @@ from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
 from lakekeeper_dagster.engine.plan.thresholds import batches
 from lakekeeper_dagster.engine.plan.units import UnitPlan, plan_unit, recompressed, rewritten_files
-from lakekeeper_dagster.engine.protocol.checks import wait_for_open_files
 from lakekeeper_dagster.engine.protocol.commit import finish_run
+from lakekeeper_dagster.engine.protocol.guards import wait_for_open_files
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, journal_root, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.quotas import StagingQuotas
 from lakekeeper_dagster.engine.protocol.recovery import exclusive, refuse_leftovers

@@ -56,8 +56,8 @@ class CompactionOptions:
     batching: Batching = Batching()
     drop_undeclared_columns: bool = False  # rewrite files holding columns the table does not declare, dropping them
     non_atomic_rename_schemes_accepted: tuple[str, ...] = ()
-    codec: str | None = None  # the codec every rewritten or merged file gets; None keeps the table's (`choose_codec`)
-    byte_merge_min_row_group_bytes: int = 64 * 1024 * 1024  # byte-merge files whose row groups all reach it; 0: never
+    codec: str | None = None  # every rewritten or concatenated file's codec; None keeps the table's (`choose_codec`)
+    concat_min_row_group_bytes: int = 64 * 1024 * 1024  # concatenate files whose row groups all reach it; 0: never
     accept_owner_change: bool = False  # compact although the new files cannot keep the originals' owner or group
     suspend_after: int = 3  # failed runs in a row that suspend a unit (`protocol/suspension.py`); 0: never
     # archive-aged partitions are written in the archive codec, so no compaction recompresses them back
@@ -96,7 +96,7 @@ class UnitResult:
     carried_files: int = 0
     run_id: str | None = None
     dropped_columns: list[str] = field(default_factory=list)  # file columns the table does not declare, dropped
-    files_byte_merged: int = 0  # input files merged at the byte level (row groups/stripes copied), not rewritten
+    files_byte_merged: int = 0  # input files concatenated at the byte level (row groups/stripes copied), not rewritten
     raced: bool = False  # failed because a writer was at work in it: not counted toward a suspension
     not_carried: list[str] = field(default_factory=list)  # originals' attributes the new files lack: `owner hive`
 

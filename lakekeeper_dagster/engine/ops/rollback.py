@@ -3,7 +3,7 @@
 A rollback is a swap too, journaled like a compaction: the live directory is retired, the large files the
 compaction left in place are carried into the backup's directory of originals, which then comes back in its place,
 and files appended after the compaction (anything the compaction did not write or keep) are carried over, so no row
-written since is lost. Right before each unit's swap it runs the same checks as a compaction
+written since is lost. Right before each unit's swap it runs the same swap guards as a compaction
 (writers waited for, subdirectories refused, the compaction's output unchanged), refuses hidden files it could not
 carry, and refuses a partition the metastore no longer locates where the compaction left it. What it retires is only
 the compaction's output (a copy of the originals): moved to the Trash where there is one, else deleted file by file.
@@ -25,8 +25,8 @@ from lakekeeper_dagster.engine.hive.eligibility import load_compactable
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import placement_refusal
 from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_progress, serialized
-from lakekeeper_dagster.engine.protocol.checks import changed_files, check_before_swap
 from lakekeeper_dagster.engine.protocol.commit import commit_restored, finish_restore
+from lakekeeper_dagster.engine.protocol.guards import changed_files, guard_swap
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord, new_run_id, sibling
 from lakekeeper_dagster.engine.protocol.recovery import exclusive
 from lakekeeper_dagster.engine.protocol.swap import ORIGINAL_OWNERS
@@ -71,7 +71,7 @@ def _by_hand(unit: UnitRecord) -> str:
     )
 
 
-def _check_location(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> None:
+def _refuse_moved_location(spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord) -> None:
     """Refuse a unit whose metastore location moved since the compaction (e.g. `ALTER TABLE ... SET LOCATION`)."""
     now = current_location(spark, info, unit.spec)
     if now is None or storage.qualify(now).rstrip("/") != storage.qualify(unit.live).rstrip("/"):
@@ -84,14 +84,14 @@ def _check_location(spark: SparkSession, storage: Storage, info: TableInfo, unit
         )
 
 
-def _check_unit(
+def _guard_unit(
     spark: SparkSession, storage: Storage, info: TableInfo, unit: UnitRecord, snapshot: list[DataFile]
 ) -> None:
-    """The checks right before a rollback swap: location, writers, subdirectories, output unchanged, hidden files."""
+    """The guards right before a rollback swap: location, writers, subdirectories, output unchanged, hidden files."""
     label = _label(info, unit)
-    _check_location(spark, storage, info, unit)
+    _refuse_moved_location(spark, storage, info, unit)
     wait_for_writers(storage, info.location, unit.live, label)  # in-progress files in the unit
-    check_before_swap(storage, unit.live, snapshot, label)
+    guard_swap(storage, unit.live, snapshot, label)
     names = storage.list_names(unit.live, directories=False)
     data = {n for n in names if not is_hidden(n)}
     # A data file's checksum (`.<name>.crc`, local filesystems) moves with it; any other hidden file would not.
@@ -217,7 +217,7 @@ def rollback_table(
         try:  # every unit checked before the first swap: a refusal changes nothing
             _wait_for_table_writers(storage, info)
             for unit, snapshot in planned:
-                _check_unit(spark, storage, info, unit, snapshot)
+                _guard_unit(spark, storage, info, unit, snapshot)
         except UnitFailure as failure:
             raise OperationError(str(failure)) from None
         units = [unit for unit, _ in planned]
@@ -230,7 +230,7 @@ def rollback_table(
             try:
                 if i == 0:
                     _wait_for_table_writers(storage, info)
-                _check_unit(spark, storage, info, unit, snapshot)  # again: right before this unit's swap
+                _guard_unit(spark, storage, info, unit, snapshot)  # again: right before this unit's swap
             except UnitFailure as failure:
                 for rest in range(i, len(units)):
                     journal.record(storage, UnitState.ABORTED, rest, error=str(failure))

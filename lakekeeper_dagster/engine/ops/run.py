@@ -15,8 +15,8 @@ from lakekeeper_dagster.engine.plan.progress import Progress, ProgressEvent, no_
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.engine.protocol.journal import Journal, UnitRecord
 from lakekeeper_dagster.engine.protocol.lease import TableLease
+from lakekeeper_dagster.engine.rewrite.concat import ConcatOutcome
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint
-from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome
 from lakekeeper_dagster.engine.statuses import ProgressStep, RunStep
 from spark_resources.py4j import job_description
 
@@ -84,10 +84,10 @@ class BatchItem:
     footer_rows: int = 0  # the input's rows as its files' own metadata count them
     encodings: dict | None = None  # what the input files use and the output keeps (`rewrite/encodings.py`)
     codec: str | None = None  # what the output is compressed with (`rewrite/codec.py`)
-    # the inputs byte-merged into the staging directory (`rewrite/merge.py`)
-    merged: MergeOutcome = field(default_factory=lambda: MergeOutcome([]))
+    # the inputs concatenated at the byte level into the staging directory (`rewrite/concat.py`)
+    concatenated: ConcatOutcome = field(default_factory=lambda: ConcatOutcome([]))
     failure: str | None = None
-    # why the byte merge was given up for a Spark rewrite of the whole unit (`write.py`, `batch.py`), or None
+    # why the concatenation was given up for a Spark rewrite of the whole unit (`write.py`, `batch.py`), or None
     fell_back: str | None = None
 
     @property

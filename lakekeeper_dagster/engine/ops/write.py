@@ -1,5 +1,5 @@
-"""The write step of a batch: each unit's inputs checked against their footers, what qualifies byte-merged
-(`rewrite/merge.py`), the rest rewritten by Spark into the unit's hidden staging sibling, the input fingerprint
+"""The write step of a batch: each unit's inputs checked against their footers, what qualifies concatenated at the byte
+level (`rewrite/concat.py`), the rest rewritten by Spark into the unit's hidden staging sibling, the input fingerprint
 observed in the same pass.
 
 Units are written each in a Spark job of its own, `concurrent_jobs` at a time (`batching.write_mode: per_unit`, the
@@ -20,14 +20,14 @@ from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
 from lakekeeper_dagster.engine.plan.thresholds import WriteMode
-from lakekeeper_dagster.engine.protocol.checks import refuse_owner_change, refuse_subdirectories, refuse_unswappable
+from lakekeeper_dagster.engine.protocol.guards import refuse_owner_change, refuse_subdirectories, refuse_unswappable
 from lakekeeper_dagster.engine.protocol.recovery import write_root
 from lakekeeper_dagster.engine.rewrite.avroappend import append_unit
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
+from lakekeeper_dagster.engine.rewrite.concat import ConcatOutcome, concat_unit
 from lakekeeper_dagster.engine.rewrite.encodings import READER_SETTINGS, format_options, input_encodings, write_settings
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, from_observation, observed
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
-from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome, byte_merge
 from lakekeeper_dagster.engine.rewrite.onejob import COLUMN_PREFIX, UnitWrite, output, write_units
 from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, refuse_undeclared
 from lakekeeper_dagster.engine.rewrite.textconcat import concatenate_unit
@@ -55,8 +55,8 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
     if not run.options.accept_owner_change:
         refuse_owner_change(run.spark, live, item.snapshot.files, label)
     if run.info.file_format in COPIED_FORMATS:  # no Spark write (`rewrite/textconcat.py`, `rewrite/avroappend.py`)
-        item.merged = _copy(run, item, label)
-        item.footer_rows = item.merged.before.rows  # no footers: the check is the fingerprint and the copy's own
+        item.concatenated = _copy(run, item, label)
+        item.footer_rows = item.concatenated.before.rows  # no footers: the check is the fingerprint and the copy's own
         return []
     paths = [f.path for f in item.inputs]
     footers = read_footers(run.spark, run.info.file_format, paths, label)
@@ -66,38 +66,38 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
     if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
         run.storage.delete(paths[0])
     item.codec = choose_codec(run.spark, run.info, item.inputs, run.codec_for(item))
-    item.merged = _byte_merge(run, item, footers, label)  # what qualifies is merged first; the rest goes to Spark
-    return item.merged.rewrite
+    item.concatenated = _concatenate(run, item, footers, label)  # what qualifies first; the rest goes to Spark
+    return item.concatenated.rewrite
 
 
-def _byte_merge(run: CompactionRun, item: BatchItem, footers: list, label: str) -> MergeOutcome:
-    """Byte-merge what qualifies among the unit's inputs into its staging directory (`rewrite/merge.py`).
+def _concatenate(run: CompactionRun, item: BatchItem, footers: list, label: str) -> ConcatOutcome:
+    """Concatenate what qualifies among the unit's inputs into its staging directory (`rewrite/concat.py`).
 
-    A merge whose output fails its check, or a unit that already failed verification after one (`fell_back`), is
+    A concatenation whose output fails its check, or a unit that already failed verification after one (`fell_back`), is
     rewritten whole by Spark instead: the fast path never makes a unit fail on every run."""
     staging = (run.journal.units[item.index].incoming, f"lk-merged-{run.journal.run_id}-{item.index}")
-    limits = (run.options.byte_merge_min_row_group_bytes, run.options.thresholds.block_size_bytes)
+    limits = (run.options.concat_min_row_group_bytes, run.options.thresholds.block_size_bytes)
     # only a rewrite sorts or drops columns
     rearranged = bool(run.sort_columns or item.result.dropped_columns or item.fell_back)
     session = isolated_session(run.spark, write_settings(item.encodings))
     codec = run.codec_for(item)
     try:
-        outcome = byte_merge(session, run.info, run.schema, footers, staging, limits, codec, label, rearranged)
+        outcome = concat_unit(session, run.info, run.schema, footers, staging, limits, codec, label, rearranged)
     except UnitFailure as failure:
-        run.storage.delete(staging[0])  # the merges written so far: Spark writes the whole unit
+        run.storage.delete(staging[0])  # the concatenations written so far: Spark writes the whole unit
         fall_back(item, str(failure))
-        outcome = MergeOutcome([f.path for f in footers])
-    item.result.files_byte_merged = outcome.merged_files
+        outcome = ConcatOutcome([f.path for f in footers])
+    item.result.files_byte_merged = outcome.concatenated_files
     return outcome
 
 
 def fall_back(item: BatchItem, failure: str) -> None:
-    """Give up the unit's byte merge for a Spark rewrite, saying why."""
+    """Give up the unit's concatenation for a Spark rewrite, saying why."""
     item.fell_back = failure
-    log.warning("%s; the whole partition is rewritten by Spark instead of byte-merged", failure)
+    log.warning("%s; the whole partition is rewritten by Spark instead of concatenated", failure)
 
 
-def _copy(run: CompactionRun, item: BatchItem, label: str) -> MergeOutcome:
+def _copy(run: CompactionRun, item: BatchItem, label: str) -> ConcatOutcome:
     """Concatenate a text unit's inputs, or append an Avro unit's blocks, into its staging directory, its inputs
     fingerprinted by the reader settings."""
     staging = (run.journal.units[item.index].incoming, f"lk-merged-{run.journal.run_id}-{item.index}")
@@ -107,14 +107,14 @@ def _copy(run: CompactionRun, item: BatchItem, label: str) -> MergeOutcome:
         outcome = append_unit(session, item.inputs, staging, block, label)
     else:
         outcome = concatenate_unit(session, run.info, run.schema, item.inputs, staging, block, label)
-    item.result.files_byte_merged = outcome.merged_files
+    item.result.files_byte_merged = outcome.concatenated_files
     return outcome
 
 
 def _spark_files(run: CompactionRun, item: BatchItem) -> int:
-    """How many files the Spark write gives the unit: its planned count, or beside byte-merged files its share's."""
+    """How many files the Spark write gives the unit: its planned count, or beside concatenated files its share's."""
     planned = run.journal.units[item.index].target_files
-    return item.merged.targets(planned, item.inputs, run.options.thresholds.block_size_bytes)
+    return item.concatenated.targets(planned, item.inputs, run.options.thresholds.block_size_bytes)
 
 
 def _quota_exceeded(error: Exception) -> str | None:
@@ -147,7 +147,7 @@ def _written(run: CompactionRun, item: BatchItem, before: Fingerprint, started: 
     unit = run.journal.units[item.index]
     if wants("drop-staged-file") or wants(f"drop-staged-file@{unit.partition}"):
         run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
-    item.before = before = combine([item.merged.before, before])
+    item.before = before = combine([item.concatenated.before, before])
     if before.rows != item.footer_rows:
         raise UnitFailure(
             f"{run.label(unit)}: verification failed: its {len(item.inputs)} file(s) hold {item.footer_rows} rows by "
@@ -157,9 +157,9 @@ def _written(run: CompactionRun, item: BatchItem, before: Fingerprint, started: 
     staged = run.storage.list_data_files(unit.incoming)
     figures = {"files_before": len(item.inputs), "files_after": len(staged), "bytes_before": item.input_bytes}
     figures.update(bytes_after=sum(f.size for f in staged), seconds=time.monotonic() - started)
-    merged = item.merged
-    if merged.outputs:
-        figures.update(detail=f"{merged.merged_files} file(s) byte-merged into {merged.outputs}")
+    concatenated = item.concatenated
+    if concatenated.outputs:
+        figures.update(detail=f"{concatenated.concatenated_files} file(s) concatenated into {concatenated.outputs}")
     run.report(ProgressStep.WRITTEN, unit, **figures)
 
 
@@ -172,7 +172,7 @@ def _write_unit(run: CompactionRun, item: BatchItem, paths: list[str]) -> None:
     unit = run.journal.units[item.index]
     started = time.monotonic()
     try:
-        if not paths:  # every input was byte-merged
+        if not paths:  # every input was concatenated
             _written(run, item, EMPTY, started)
             return
         session = isolated_session(run.spark, write_settings(item.encodings))
@@ -184,7 +184,7 @@ def _write_unit(run: CompactionRun, item: BatchItem, paths: list[str]) -> None:
                 arrange(read_files(session, run.info, run.schema, paths), run.sort_columns, files),
                 f"lk-in-{run.journal.run_id}-{item.index}",
             )
-            writer = df.write.mode(item.merged.write_mode)
+            writer = df.write.mode(item.concatenated.write_mode)
             writer.format(run.info.file_format).options(**format_options(run.info))
             writer.option("compression", item.codec).save(unit.incoming)
         run.storage.delete(child(unit.incoming, "_SUCCESS"))
@@ -224,13 +224,13 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
     try:
         for position, (item, unit) in enumerate(zip(group, units, strict=True)):
             written = output(root, position)
-            if item.merged.outputs and run.storage.exists(written):  # beside its byte-merged files: moved in
+            if item.concatenated.outputs and run.storage.exists(written):  # beside its concatenated files: moved in
                 for file in run.storage.list_data_files(written):
                     run.storage.rename_strict(file.path, child(unit.incoming, file.name))
             elif run.storage.exists(written):
                 run.storage.rename_strict(written, unit.incoming)
-            elif item.merged.outputs:
-                continue  # no row beside the byte-merged files
+            elif item.concatenated.outputs:
+                continue  # no row beside the concatenated files
             else:  # no row: no directory written
                 run.storage.mkdirs(unit.incoming)
     except Exception as error:
@@ -285,7 +285,7 @@ def stage(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
         inputs = dict(zip((item.index for item in items), pool.map(lambda i: _prepared(run, i), items), strict=True))
         jobs = _write_jobs(run, [item for item in items if item.failure is None and inputs[item.index]])
         for item in items:
-            if item.failure is None and not inputs[item.index]:  # every input byte-merged: no Spark write
+            if item.failure is None and not inputs[item.index]:  # every input concatenated: no Spark write
                 _write_unit(run, item, [])
         futures = {
             pool.submit(_write_unit, run, job[0], inputs[job[0].index])

@@ -1,1 +1,1 @@
-"""The protocol every operation stands on: journal, lease, pre-swap checks, swap, commit and recovery."""
+"""The protocol every operation stands on: journal, lease, swap guards, swap, commit and recovery."""

@@ -23,7 +23,7 @@ from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.hdfs import is_hdfs, open_files
 from lakekeeper_dagster.engine.fs.locations import child, is_hidden, is_marker
 from lakekeeper_dagster.engine.fs.storage import Storage
-from lakekeeper_dagster.engine.protocol.checks import changed_files
+from lakekeeper_dagster.engine.protocol.guards import changed_files
 from lakekeeper_dagster.engine.protocol.journal import UnitRecord
 
 INSTALL_ATTEMPTS = 10
@@ -140,8 +140,8 @@ def restore_retired(storage: Storage, unit: UnitRecord) -> str | None:
     """Put the retired originals back as `live` (re-entrant; nothing to do when they were never retired). The kept
     files already carried into `incoming` go back into `retired` first, so none is left behind with the new data.
 
-    When a writer re-created `live` meanwhile, the originals are NOT merged into it: an overwrite's new directory
-    and an append cannot be told apart, and merging would bring back rows an overwrite deleted. They stay in
+    When a writer re-created `live` meanwhile, the originals are NOT moved into it: an overwrite's new directory
+    and an append cannot be told apart, and moving them in would bring back rows an overwrite deleted. They stay in
     `retired`, untouched, and the returned note says where; None when nothing was left aside.
     """
     live, retired = unit.live, unit.retired
@@ -254,7 +254,7 @@ def finish_swap(
     across the retire rename, when the attributes cannot be set, or when the staged data is gone. `recovering` (a
     run interrupted between the retire rename and the install, maybe days ago): a `live` directory found re-created,
     and not yet being taken in, is someone's newer write (an overwrite or an append, which cannot be told apart), so
-    the swap is undone too, never merged.
+    the swap is undone too, never mixed with it.
     """
     live, incoming, retired = unit.live, unit.incoming, unit.retired
     carried, not_carried = 0, []

@@ -1,4 +1,4 @@
-"""Writers the partition-level checks cannot see: staging directories at the table root, in-progress files.
+"""Writers the partition-level swap guards cannot see: staging directories at the table root, in-progress files.
 
 Spark (`.spark-staging-*`, `_temporary`), Hive (`.hive-staging*`) and Impala (`_impala_insert_staging`) stage a write
 at the table root and move finished partition directories into place at their commit; Flink and `hdfs dfs -put` keep
@@ -74,7 +74,7 @@ def find_writers(storage: Storage, table_location: str, live: str | None) -> lis
 
     One glob: the root's lists the table's top directory (every partition of its first level), so it is done once
     per batch, not once per unit. For an unpartitioned table the root is the unit: its staging directories are
-    waited for by `check_before_swap`.
+    waited for by `guard_swap`.
     """
     if live is None:
         found = [(p, d, m, False) for p, d, m in storage.glob(f"{_literal(table_location)}/{ROOT_STAGING}")]

@@ -17,8 +17,8 @@ from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.rewrite.avrofiles import AvroHeader, avro_fingerprints, open_stream, read_header
+from lakekeeper_dagster.engine.rewrite.concat import ConcatOutcome
 from lakekeeper_dagster.engine.rewrite.fingerprint import combine
-from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome
 from spark_resources.py4j import hadoop_conf, java_cause, job_description, jvm
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def _append(spark: SparkSession, header: AvroHeader, inputs: list[DataFile], out
 
 def append_unit(
     spark: SparkSession, inputs: list[DataFile], staging: tuple[str, str], target_bytes: int, label: str
-) -> MergeOutcome:
+) -> ConcatOutcome:
     """Append an Avro unit's `inputs` into `staging` (directory, file name prefix), files of about `target_bytes`,
     each output's header checked; the inputs' fingerprint read by `spark`, the run's reading session."""
     headers = _headers(spark, inputs, label)
@@ -106,4 +106,4 @@ def append_unit(
     paths = [file.path for file in inputs]
     with job_description(spark, f"lakekeeper compact {label}: fingerprint {len(paths)} Avro file(s)"):
         before = combine(list(avro_fingerprints(spark, paths).values()))
-    return MergeOutcome([], len(paths), len(bins), before)
+    return ConcatOutcome([], len(paths), len(bins), before)

@@ -27,8 +27,8 @@ from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.rewrite.concat import ConcatOutcome
 from lakekeeper_dagster.engine.rewrite.fingerprint import combine, fingerprints_by_file
-from lakekeeper_dagster.engine.rewrite.merge import MergeOutcome
 from lakekeeper_dagster.engine.rewrite.schema import read_files
 from spark_resources.py4j import hadoop_conf, java_cause, job_description, jvm
 
@@ -201,7 +201,7 @@ def concatenate_unit(
     staging: tuple[str, str],
     target_bytes: int,
     label: str,
-) -> MergeOutcome:
+) -> ConcatOutcome:
     """Concatenate a text unit's `inputs` into `staging` (directory, file name prefix), files of about
     `target_bytes`, each checked; the inputs' fingerprint (by `schema`, `schema.line_schema`) read by `spark`, the
     run's reading session."""
@@ -220,4 +220,4 @@ def concatenate_unit(
     paths = [p.path for p in pieces]
     with job_description(spark, f"lakekeeper compact {label}: fingerprint {len(paths)} concatenated text file(s)"):
         parts = fingerprints_by_file(read_files(spark, info, schema, paths), schema)
-    return MergeOutcome([], len(paths), outputs, combine(list(parts.values())))
+    return ConcatOutcome([], len(paths), outputs, combine(list(parts.values())))

@@ -1,5 +1,5 @@
 """Where the data may live: shared and nested locations, filesystems without atomic rename or apart from the journal,
-and writers the partition-level checks cannot see (staging at the table root, in-progress files)."""
+and writers the partition-level swap guards cannot see (staging at the table root, in-progress files)."""
 
 from __future__ import annotations
 

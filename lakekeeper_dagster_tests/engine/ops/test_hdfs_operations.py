@@ -1,6 +1,6 @@
 """The operations beyond plain compaction on a real HDFS (the session's minicluster): retention and merge putting what
-they clear in the NameNode's Trash, archive with the history and diff of its run, byte-level merges of Parquet and ORC,
-text and Avro tables compacted; content checked each time."""
+they clear in the NameNode's Trash, archive with the history and diff of its run, byte-level concatenation of Parquet
+and ORC, text and Avro tables compacted; content checked each time."""
 
 from __future__ import annotations
 
@@ -178,11 +178,11 @@ def test_archive_recompresses_old_partitions_and_its_history_and_diff_match_the_
     assert "| SNAPPY -> GZIP | unchanged |" in shown and "| equal | equal |" in shown
 
 
-MERGING = dataclasses.replace(OPTIONS, byte_merge_min_row_group_bytes=1)  # KB-sized row groups count as large
+CONCATENATING = dataclasses.replace(OPTIONS, concat_min_row_group_bytes=1)  # KB-sized row groups count as large
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "orc"])
-def test_alike_files_on_hdfs_are_merged_at_the_byte_level(spark, database, hdfs_dir, fmt):
+def test_alike_files_on_hdfs_are_concatenated_at_the_byte_level(spark, database, hdfs_dir, fmt):
     root = f"{hdfs_dir}/bm"
     spark.sql(f"CREATE EXTERNAL TABLE `{database}`.bm (id BIGINT, v STRING, n INT) STORED AS {fmt} LOCATION '{root}'")
     small = {"parquet.block.size": "8192"} if fmt == "parquet" else {"orc.stripe.size": "4096"}  # many row groups
@@ -193,7 +193,7 @@ def test_alike_files_on_hdfs_are_merged_at_the_byte_level(spark, database, hdfs_
     inputs = read_footers(spark, fmt, [f"{root}/{name}" for name in data_files(spark, root)], root)
     rows = rows_of(spark, f"{database}.bm")
 
-    (result,) = compact_table(spark, database, "bm", MERGING)
+    (result,) = compact_table(spark, database, "bm", CONCATENATING)
 
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 2, 1)
     assert result.rows_after == 10000 and result.checksum_matches

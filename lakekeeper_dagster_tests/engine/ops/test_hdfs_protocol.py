@@ -73,7 +73,7 @@ def identities(spark, location: str) -> dict[str, tuple[int, int, int]]:
 
 def compaction_killed_at(spark, hdfs, metastore, table: str, partition: str, tmp_path, point: str) -> tuple[str, list]:
     """A CLI compaction of `table` on the test HDFS, paused right before its first retire rename (its snapshot and
-    checks done) while a writer appends one file to `partition`, then SIGKILLed at `point`. The appended file's
+    swap guards passed) while a writer appends one file to `partition`, then SIGKILLed at `point`. The appended file's
     name and rows."""
     late_dir = f"{partition.rsplit('/', 1)[0]}-late"  # beside the table's directory: not the table's until moved in
     write_files(spark, late_dir, 5000, 10, 1, "parquet")

@@ -177,7 +177,7 @@ def test_a_writer_re_creating_the_partition_mid_swap_loses_nothing_and_recover_f
 def test_a_writers_in_progress_file_retired_with_the_originals_is_never_cleaned_up(
     spark, database, data_dir, monkeypatch
 ):
-    """A writer opens a hidden in-progress file in the partition after the last checks, right
+    """A writer opens a hidden in-progress file in the partition after the last swap guards, right
     before the retire rename: it goes into the backup's directory with the originals (the swap compares data files).
     `cleanup` then keeps that backup, naming the file, instead of deleting it with --skip-trash."""
     table = make_table(spark, database, "ip", data_dir, partitions=DATES[:1], files=4)

@@ -1,16 +1,16 @@
-"""Byte-level merges of a unit's qualifying input files into its staging directory (`bytemerge.plan_merge` chooses
-them), each checked right after it is written, and the input fingerprint of the merged files.
+"""Byte-level concatenations of a unit's qualifying input files into its staging directory (`concatplan.plan_concat`
+chooses them), each checked right after it is written, and the input fingerprint of the concatenated files.
 
 Parquet goes through `org.apache.parquet.hadoop.rewrite.ParquetRewriter` (column chunks copied as bytes, or pages
 recompressed by its codec transform; the inputs' key-value metadata copied to the output, plus
 `original.created.by`); never `ParquetFileWriter.appendFile`, which silently drops or corrupts columns when schemas
-differ. ORC goes through `OrcFile.mergeFiles`, which copies stripes and returns the inputs it merged: the others are
+differ. ORC goes through `OrcFile.mergeFiles`, which copies stripes and returns the inputs it took: the others are
 rewritten by Spark. Both create their output exclusively (an existing file is never overwritten).
 
-After each merge its output's own footer must count the sum of its inputs' rows and of their row groups / stripes,
-else a UnitFailure (the caller, `ops/write.py`, gives the merges up and has Spark rewrite the whole unit). The merged
-inputs' content fingerprint comes from one labelled Spark read of them, so verification still compares every input
-row with the output.
+After each concatenation its output's own footer must count the sum of its inputs' rows and of their row groups /
+stripes, else a UnitFailure (the caller, `ops/write.py`, gives the concatenations up and has Spark rewrite the whole
+unit). The concatenated inputs' content fingerprint comes from one labelled Spark read of them, so verification still
+compares every input row with the output.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.thresholds import target_file_count
-from lakekeeper_dagster.engine.rewrite.bytemerge import MergePlan, plan_merge
 from lakekeeper_dagster.engine.rewrite.codec import footer_codec
+from lakekeeper_dagster.engine.rewrite.concatplan import ConcatPlan, plan_concat
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, fingerprints_by_file
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from lakekeeper_dagster.engine.rewrite.schema import read_files
@@ -38,26 +38,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DROP_FAULT = "drop-merged-row-groups"  # the merge loses its last input's row groups: the post-merge check must see it
+# the concatenation loses its last input's row groups: the check after it must see it
+DROP_FAULT = "drop-concatenated-row-groups"
 
 
 @dataclass(frozen=True)
-class MergeOutcome:
-    """What a unit's byte merges did: `rewrite` the inputs left to Spark, `merged_files` inputs merged into
-    `outputs` files, `before` the merged inputs' fingerprint."""
+class ConcatOutcome:
+    """What a unit's byte-level concatenations did: `rewrite` the inputs left to Spark, `concatenated_files` inputs
+    concatenated into `outputs` files, `before` the concatenated inputs' fingerprint."""
 
     rewrite: list[str]
-    merged_files: int = 0
+    concatenated_files: int = 0
     outputs: int = 0
     before: Fingerprint = EMPTY
 
     @property
     def write_mode(self) -> str:
-        """Spark's save mode: beside merged files, else into a directory that must not exist yet."""
+        """Spark's save mode: beside concatenated files, else into a directory that must not exist yet."""
         return "append" if self.outputs else "errorifexists"
 
     def targets(self, planned: int, inputs: list[DataFile], block_size_bytes: int) -> int:
-        """How many files Spark writes: the unit's `planned` count, or, beside merged files, that of its share."""
+        """How many files Spark writes: the unit's `planned` count, or, beside concatenated files, that of its share."""
         if not self.outputs:
             return planned
         rewritten = set(self.rewrite)
@@ -90,8 +91,8 @@ def _orc(spark: SparkSession, inputs: list[str], output: str, codec: str | None)
     java = jvm(spark)
     conf = hadoop_conf(spark)
     orc = java.org.apache.orc.OrcFile
-    merged = orc.mergeFiles(java.org.apache.hadoop.fs.Path(output), orc.writerOptions(conf), _paths(java, inputs))
-    done = {str(path.toString()) for path in merged}
+    taken = orc.mergeFiles(java.org.apache.hadoop.fs.Path(output), orc.writerOptions(conf), _paths(java, inputs))
+    done = {str(path.toString()) for path in taken}
     return [path for path in inputs if str(java.org.apache.hadoop.fs.Path(path).toString()) in done]
 
 
@@ -99,54 +100,55 @@ def _check(output: FileFooter, inputs: list[FileFooter], label: str) -> None:
     rows, groups = sum(f.rows for f in inputs), sum(len(f.row_groups) for f in inputs)
     if output.rows != rows or len(output.row_groups) != groups:
         raise UnitFailure(
-            f"{label}: verification failed: the byte merge of {len(inputs)} file(s) into {output.path} wrote "
+            f"{label}: verification failed: the concatenation of {len(inputs)} file(s) into {output.path} wrote "
             f"{output.rows} rows in {len(output.row_groups)} row group(s)/stripe(s), its inputs hold {rows} in "
             f"{groups}; the output was deleted and the original files are untouched"
         )
 
 
-def merge_unit(
+def concat_groups(
     spark: SparkSession,
     info: TableInfo,
     schema: StructType,
-    plan: MergePlan,
+    plan: ConcatPlan,
     footers: list[FileFooter],
     directory: str,
     prefix: str,
     codec: str | None,
     label: str,
-) -> MergeOutcome:
-    """Write `plan`'s merges into `directory` (files `<prefix>-<n>.<format>`), check each, fingerprint their inputs.
+) -> ConcatOutcome:
+    """Write `plan`'s groups into `directory` (files `<prefix>-<n>.<format>`), check each, fingerprint their inputs.
 
     `spark`: the unit's reading session. `codec`: the codec the outputs get, as the footers name it (Parquet only;
     None keeps the inputs'). An ORC input `mergeFiles` did not take is returned in `rewrite` with the others.
     """
-    if not plan.merges:
-        return MergeOutcome(list(plan.rewrite))
+    if not plan.groups:
+        return ConcatOutcome(list(plan.rewrite))
     by_path = {f.path: f for f in footers}
-    merge = _parquet if info.file_format == "parquet" else _orc
-    rewrite, merged, outputs = list(plan.rewrite), [], 0
-    for number, group in enumerate(plan.merges):
+    concatenate = _parquet if info.file_format == "parquet" else _orc
+    rewrite, concatenated, outputs = list(plan.rewrite), [], 0
+    for number, group in enumerate(plan.groups):
         output = child(directory, f"{prefix}-{number}.{info.file_format}")
         given = list(group[:-1]) if wants(DROP_FAULT) else list(group)
-        taken = merge(spark, given, output, codec)
+        taken = concatenate(spark, given, output, codec)
         if wants(DROP_FAULT):
             taken = list(group)
         rewrite += [path for path in group if path not in taken]
         if not taken:
             continue
         _check(read_footers(spark, info.file_format, [output], label)[0], [by_path[p] for p in taken], label)
-        merged += taken
+        concatenated += taken
         outputs += 1
-        log.info("%s: byte-merged %d file(s) into %s", label, len(taken), output)
-    if not merged:
-        return MergeOutcome(rewrite)
-    with job_description(spark, f"lakekeeper compact {label}: fingerprint {len(merged)} byte-merged input file(s)"):
-        parts = fingerprints_by_file(read_files(spark, info, schema, merged), schema)
-    return MergeOutcome(rewrite, len(merged), outputs, combine(list(parts.values())))
+        log.info("%s: concatenated %d file(s) into %s", label, len(taken), output)
+    if not concatenated:
+        return ConcatOutcome(rewrite)
+    described = f"lakekeeper compact {label}: fingerprint {len(concatenated)} concatenated input file(s)"
+    with job_description(spark, described):
+        parts = fingerprints_by_file(read_files(spark, info, schema, concatenated), schema)
+    return ConcatOutcome(rewrite, len(concatenated), outputs, combine(list(parts.values())))
 
 
-def byte_merge(
+def concat_unit(
     spark: SparkSession,
     info: TableInfo,
     schema: StructType,
@@ -156,22 +158,22 @@ def byte_merge(
     codec: str | None,
     label: str,
     rearranged: bool = False,
-) -> MergeOutcome:
-    """Byte-merge what qualifies among a unit's inputs (`footers`) into `staging` (directory, file name prefix); the
-    rest is left to Spark.
+) -> ConcatOutcome:
+    """Concatenate at the byte level what qualifies among a unit's inputs (`footers`) into `staging` (directory, file
+    name prefix); the rest is left to Spark.
 
-    `limits`: the smallest row group / stripe merged in bytes (0 turns byte merges off) and the block size an output
-    stays near. `rearranged` (the run sorts rows or drops columns, which only a rewrite does) turns them off too.
-    `codec`: the run's `codec` option, None to keep the files' (ORC cannot change it while merging: files of another
-    codec are then rewritten).
+    `limits`: the smallest row group / stripe concatenated in bytes (0 turns concatenation off) and the block size an
+    output stays near. `rearranged` (the run sorts rows or drops columns, which only a rewrite does) turns them off too.
+    `codec`: the run's `codec` option, None to keep the files' (ORC cannot change it while concatenating: files of
+    another codec are then rewritten).
     """
     min_row_group_bytes, target_bytes = limits
     if min_row_group_bytes <= 0 or rearranged:
-        return MergeOutcome([f.path for f in footers])
+        return ConcatOutcome([f.path for f in footers])
     parquet = info.file_format == "parquet"
     wanted = footer_codec(info.file_format, codec) if codec is not None else None
-    plan = plan_merge(footers, min_row_group_bytes, target_bytes, wanted, recompresses=parquet)
+    plan = plan_concat(footers, min_row_group_bytes, target_bytes, wanted, recompresses=parquet)
     for path, why in plan.reasons.items():
-        log.debug("%s: %s is rewritten, not byte-merged: %s", label, path, why)
+        log.debug("%s: %s is rewritten, not concatenated: %s", label, path, why)
     directory, prefix = staging
-    return merge_unit(spark, info, schema, plan, footers, directory, prefix, wanted if parquet else None, label)
+    return concat_groups(spark, info, schema, plan, footers, directory, prefix, wanted if parquet else None, label)

@@ -1,4 +1,5 @@
-"""The checks right before a swap, from one listing of the live directory: what makes a swap safe to start."""
+"""The swap guards: what makes a swap safe to start, judged right before it from one listing of the live directory
+(some also before a unit is written)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def refuse_owner_change(spark: SparkSession, live: str, files: list[DataFile], l
     )
 
 
-def check_before_swap(storage: Storage, live: str, snapshot: list[DataFile], label: str) -> None:
+def guard_swap(storage: Storage, live: str, snapshot: list[DataFile], label: str) -> None:
     """No writer at work in `live` (waited for up to `writers.WRITER_WAIT_SECONDS`: a hidden directory of its
     commit, a file it holds open on HDFS), no subdirectories, not an encryption zone root nor snapshottable, and every
     snapshot file still there with the same size and modification time."""

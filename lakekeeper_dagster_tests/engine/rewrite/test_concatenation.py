@@ -1,5 +1,5 @@
-"""Byte-level merges and recompression: row groups / stripes copied, never decoded, where
-the files agree on everything a reader decodes them with; everything else rewritten by Spark; data intact."""
+"""Byte-level concatenation and recompression: row groups / stripes copied, never decoded, where the files agree on
+everything a reader decodes them with; everything else rewritten by Spark; data intact."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pytest
 
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.ops.compaction import compact_table
-from lakekeeper_dagster.engine.rewrite.bytemerge import plan_merge
+from lakekeeper_dagster.engine.rewrite.concatplan import plan_concat
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from lakekeeper_dagster.engine.settings import EngineSettings
 from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs, rows_of
 from spark_resources.py4j import hadoop_conf, jvm
 
-MERGING = dataclasses.replace(OPTIONS, byte_merge_min_row_group_bytes=1)  # KB-sized row groups count as large
+CONCATENATING = dataclasses.replace(OPTIONS, concat_min_row_group_bytes=1)  # KB-sized row groups count as large
 SPARK_KEYS = ("org.apache.spark.version", "org.apache.spark.sql.parquet.row.metadata")
 
 
@@ -28,10 +28,10 @@ def _footer(path: str, groups=((100, 50),), **fields) -> FileFooter:
     return FileFooter(path, sum(r for r, _ in groups), ("id",), row_groups=groups, **{**base, **fields})
 
 
-def test_rule_merges_alike_files_with_large_row_groups_only():
+def test_rule_concatenates_alike_files_with_large_row_groups_only():
     alike = [_footer("a"), _footer("b"), _footer("c", groups=((100, 50), (10, 5)))]  # c: one small row group
-    plan = plan_merge(alike, min_row_group_bytes=50, target_bytes=1000)
-    assert plan.merges == (("a", "b"),) and plan.rewrite == ("c",) and "5 bytes" in plan.reasons["c"]
+    plan = plan_concat(alike, min_row_group_bytes=50, target_bytes=1000)
+    assert plan.groups == (("a", "b"),) and plan.rewrite == ("c",) and "5 bytes" in plan.reasons["c"]
 
 
 @pytest.mark.parametrize(
@@ -45,32 +45,32 @@ def test_rule_merges_alike_files_with_large_row_groups_only():
         {"encrypted": True},
     ],
 )
-def test_rule_never_merges_files_that_differ(different):
-    plan = plan_merge([_footer("a"), _footer("b", **different)], min_row_group_bytes=1, target_bytes=1000)
-    assert plan.merges == () and plan.rewrite == ("a", "b")
+def test_rule_never_concatenates_files_that_differ(different):
+    plan = plan_concat([_footer("a"), _footer("b", **different)], min_row_group_bytes=1, target_bytes=1000)
+    assert plan.groups == () and plan.rewrite == ("a", "b")
 
 
-def test_rule_never_merges_files_of_parquet_mr_before_1_8():
+def test_rule_never_concatenates_files_of_parquet_mr_before_1_8():
     old = [_footer(name, writer="parquet-mr version 1.6.0 (build abc)") for name in "ab"]
-    assert plan_merge(old, 1, 1000).rewrite == ("a", "b")
+    assert plan_concat(old, 1, 1000).rewrite == ("a", "b")
     new = [_footer(name, writer="parquet-mr version 1.12.3 (build abc)") for name in "ab"]
-    assert plan_merge(new, 1, 1000).merges == (("a", "b"),)
+    assert plan_concat(new, 1, 1000).groups == (("a", "b"),)
 
 
-def test_rule_never_merges_int96_timestamps_of_another_writer_than_parquet_mr():
+def test_rule_never_concatenates_int96_timestamps_of_another_writer_than_parquet_mr():
     impala = [_footer(name, writer="impala version 4.1.0", timestamp_type="INT96") for name in "ab"]
-    plan = plan_merge(impala, 1, 1000)
+    plan = plan_concat(impala, 1, 1000)
     assert plan.rewrite == ("a", "b") and "INT96 timestamps written by impala" in plan.reasons["a"]
     spark = [_footer(name, writer="parquet-mr version 1.15.2", timestamp_type="INT96") for name in "ab"]
-    assert plan_merge(spark, 1, 1000).merges == (("a", "b"),)
+    assert plan_concat(spark, 1, 1000).groups == (("a", "b"),)
 
 
 def test_rule_splits_a_group_near_the_block_size_and_recompresses_only_where_the_format_can():
     files = [_footer(name, groups=((100, 400),)) for name in "abcde"]
-    assert plan_merge(files, 1, 1000).merges == (("a", "b"), ("c", "d"))  # e alone: rewritten
-    assert plan_merge(files[:1], 1, 1000, codec="ZSTD", recompresses=True).merges == (("a",),)
-    assert plan_merge(files[:2], 1, 1000, codec="ZSTD").rewrite == ("a", "b")  # ORC: no codec transform
-    assert plan_merge(files[:2], 1, 1000, codec="SNAPPY").merges == (("a", "b"),)  # already in the codec
+    assert plan_concat(files, 1, 1000).groups == (("a", "b"), ("c", "d"))  # e alone: rewritten
+    assert plan_concat(files[:1], 1, 1000, codec="ZSTD", recompresses=True).groups == (("a",),)
+    assert plan_concat(files[:2], 1, 1000, codec="ZSTD").rewrite == ("a", "b")  # ORC: no codec transform
+    assert plan_concat(files[:2], 1, 1000, codec="SNAPPY").groups == (("a", "b"),)  # already in the codec
 
 
 def test_codec_setting_is_validated():
@@ -108,7 +108,7 @@ def _on_disk(root) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "orc"])
-def test_alike_files_are_merged_at_the_byte_level(spark, database, data_dir, fmt):
+def test_alike_files_are_concatenated_at_the_byte_level(spark, database, data_dir, fmt):
     table = _table(spark, database, data_dir, fmt)
     for first in (0, 5000):
         _write(spark, data_dir.as_uri(), first, 5000, fmt)
@@ -116,10 +116,10 @@ def test_alike_files_are_merged_at_the_byte_level(spark, database, data_dir, fmt
     _write(spark, data_dir.as_uri(), 10000, 10, fmt, compression="gzip" if fmt == "parquet" else "zlib")  # alone
     before = rows_of(spark, table)
 
-    (result,) = compact_table(spark, database, "ev", MERGING)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 2, 2)
-    assert result.rows_after == 10010 and result.checksum_matches  # the merged and the rewritten file
+    assert result.rows_after == 10010 and result.checksum_matches  # the concatenated and the rewritten file
     (output,) = _footers(spark, fmt, [p for p in data_files(data_dir) if p.name.startswith("lk-merged-")])
     assert output.rows == 10000 and len(output.row_groups) == sum(len(f.row_groups) for f in inputs) > 2
     assert all(key in dict(output.key_values) for key, _ in inputs[0].key_values)  # Spark's keys kept
@@ -145,7 +145,7 @@ def test_parquet_files_that_differ_are_rewritten_by_spark(spark, database, data_
     assert inputs[0].physical_schema != inputs[1].physical_schema
     before = rows_of(spark, table)
 
-    (result,) = compact_table(spark, database, "ev", MERGING)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
     assert result.rows_after == 6000 and result.checksum_matches
@@ -160,14 +160,14 @@ def test_orc_files_of_different_writer_versions_are_rewritten_by_spark(spark, da
     assert first.writer != second.writer and first.physical_schema == second.physical_schema
     before = rows_of(spark, table)
 
-    (result,) = compact_table(spark, database, "ev", MERGING)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
     assert result.rows_after == 6000 and result.checksum_matches
     assert rows_of(spark, table) == before
 
 
-def test_int96_and_int64_timestamps_are_never_merged(spark, database, data_dir):
+def test_int96_and_int64_timestamps_are_never_concatenated(spark, database, data_dir):
     table = _table(spark, database, data_dir, "parquet", "id BIGINT, v STRING, n INT, ts TIMESTAMP")
     for first, kind in ((0, "INT96"), (3000, "TIMESTAMP_MICROS")):
         spark.conf.set("spark.sql.parquet.outputTimestampType", kind)
@@ -176,17 +176,17 @@ def test_int96_and_int64_timestamps_are_never_merged(spark, database, data_dir):
         finally:
             spark.conf.unset("spark.sql.parquet.outputTimestampType")
     inputs = _footers(spark, "parquet", data_files(data_dir))
-    assert plan_merge(inputs, 1, 1 << 30).rewrite == tuple(f.path for f in inputs)  # the rule keeps them apart
+    assert plan_concat(inputs, 1, 1 << 30).rewrite == tuple(f.path for f in inputs)  # the rule keeps them apart
     before, on_disk = rows_of(spark, table), _on_disk(data_dir)
 
-    (result,) = compact_table(spark, database, "ev", MERGING)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     # Spark's rewrite cannot keep both in one file either (`encodings.py`): refused, nothing changed
     assert result.status == UnitStatus.FAILED and "timestamp type" in result.reason and not result.files_byte_merged
     assert _on_disk(data_dir) == on_disk and rows_of(spark, table) == before
 
 
-def test_encrypted_parquet_is_never_merged(spark, database, data_dir):
+def test_encrypted_parquet_is_never_concatenated(spark, database, data_dir):
     _table(spark, database, data_dir, "parquet")
     for first in (0, 3000):
         _write(spark, data_dir.as_uri(), first, 3000)
@@ -214,10 +214,10 @@ def test_encrypted_parquet_is_never_merged(spark, database, data_dir):
         rewriter.close()
         path.unlink()
     inputs = _footers(spark, "parquet", data_files(data_dir))
-    assert all(f.encrypted for f in inputs) and plan_merge(inputs, 1, 1 << 30).merges == ()
+    assert all(f.encrypted for f in inputs) and plan_concat(inputs, 1, 1 << 30).groups == ()
     on_disk = _on_disk(data_dir)
 
-    (result,) = compact_table(spark, database, "ev", MERGING)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     # routed to the Spark rewrite, which has no key here: the unit fails, nothing changed
     assert result.status == UnitStatus.FAILED and not result.files_byte_merged
@@ -225,14 +225,14 @@ def test_encrypted_parquet_is_never_merged(spark, database, data_dir):
     assert _on_disk(data_dir) == on_disk and not hidden_dirs(data_dir)
 
 
-def test_a_merge_that_loses_row_groups_is_given_up_for_a_spark_rewrite(spark, database, data_dir, monkeypatch):
+def test_a_concatenation_that_loses_row_groups_is_given_up_for_a_spark_rewrite(spark, database, data_dir, monkeypatch):
     table = _table(spark, database, data_dir)
     for first in (0, 3000):
         _write(spark, data_dir.as_uri(), first, 3000)
     before = rows_of(spark, table)
-    monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-merged-row-groups")
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-concatenated-row-groups")
 
-    (result,) = compact_table(spark, database, "ev", MERGING)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     monkeypatch.delenv("LAKEKEEPER_FAULT")
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
@@ -241,7 +241,7 @@ def test_a_merge_that_loses_row_groups_is_given_up_for_a_spark_rewrite(spark, da
     assert rows_of(spark, table) == before
 
 
-def test_an_orc_merge_that_loses_the_calendar_flag_is_given_up_for_a_spark_rewrite(spark, database, data_dir):
+def test_an_orc_concatenation_that_loses_the_calendar_flag_is_given_up_for_a_spark_rewrite(spark, database, data_dir):
     """ORC's mergeFiles writes the hybrid calendar whatever its inputs used: dates before 1582 of files written in
     the proleptic Gregorian calendar (Hive 3) read back shifted, verification fails, and Spark rewrites the unit."""
     table = _table(spark, database, data_dir, "orc", "id BIGINT, v STRING, n INT, d DATE")
@@ -250,7 +250,7 @@ def test_an_orc_merge_that_loses_the_calendar_flag_is_given_up_for_a_spark_rewri
         _write(spark, data_dir.as_uri(), first, 5000, "orc", old_dates, **{"orc.proleptic.gregorian": "true"})
     before = rows_of(spark, table)
 
-    (result,) = compact_table(spark, database, "ev", MERGING)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
     assert "byte merge given up" in result.reason and "verification failed" in result.reason
@@ -270,7 +270,7 @@ def test_recompression_keeps_content_and_changes_the_codec(spark, database, data
             location = f"{data_dir.as_uri()}/p={name}"  # as_uri() would escape the "="
             _write(spark, location, number * 10000 + index * 3000, 3000, compression=codec)
     small = data_dir / "p=rewritten"
-    for first in (13000, 13010):  # two files of one tiny row group each: never merged byte-wise
+    for first in (13000, 13010):  # two files of one tiny row group each: never concatenated
         _write(spark, f"{data_dir.as_uri()}/p=rewritten", first, 10, compression="snappy")
     for name in parts:
         spark.sql(f"ALTER TABLE {table} ADD PARTITION (p='{name}')")
@@ -278,7 +278,7 @@ def test_recompression_keeps_content_and_changes_the_codec(spark, database, data
     large = _footers(spark, "parquet", data_files(data_dir / "p=merged") + data_files(data_dir / "p=single"))
     smallest = min(size for f in large for _, size in f.row_groups)  # the threshold: every row group of these
     assert all(size < smallest for f in _footers(spark, "parquet", data_files(small)) for _, size in f.row_groups)
-    options = dataclasses.replace(MERGING, byte_merge_min_row_group_bytes=smallest, codec="zstd")
+    options = dataclasses.replace(CONCATENATING, concat_min_row_group_bytes=smallest, codec="zstd")
 
     results = {r.partition: r for r in compact_table(spark, database, "ev", options)}
 
