@@ -358,7 +358,7 @@ def test_partition_aware_checks_do_not_name_partitions_of_a_range_run():
 
 
 def test_the_sensors_run_statuses_are_dagsters():
-    """The sensor lists Dagster's finished and unfinished run statuses itself (Dagster does not export them)."""
+    """metadata.py lists Dagster's finished and unfinished run statuses itself (Dagster does not export them)."""
     from dagster._core.storage.dagster_run import FINISHED_STATUSES, NOT_FINISHED_STATUSES
 
     assert (set(FINISHED), set(NOT_FINISHED)) == (set(FINISHED_STATUSES), set(NOT_FINISHED_STATUSES))
