@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
+import re
 from pathlib import Path
 
 from py4j.protocol import Py4JError
@@ -25,22 +24,12 @@ LOCAL_DEFAULTS = {
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
 }
 
-# The log4j2 configuration of a driver JVM this process starts: without one, Spark prints its default profile's
-# banner ("Using Spark's default log4j profile", "Setting default log level to ...", "To adjust logging level use
-# sc.setLogLevel"), nothing a user can act on, and its startup warnings. To stderr, at the level the session is set
-# to once started (LAKEKEEPER_SPARK_LOG_LEVEL, default ERROR). Spark takes a pyspark driver for a shell, whose level
-# is its Python gateway's logger's (else WARN, said in the banner): that logger at the same level.
-DRIVER_LOG4J2 = """rootLogger.level = ${env:LAKEKEEPER_SPARK_LOG_LEVEL:-ERROR}
-logger.shell.name = org.apache.spark.api.python.PythonGatewayServer
-logger.shell.level = ${env:LAKEKEEPER_SPARK_LOG_LEVEL:-ERROR}
-rootLogger.appenderRef.stderr.ref = stderr
-appender.stderr.type = Console
-appender.stderr.name = stderr
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-"""
-LOG4J_PROPERTIES = ("-Dlog4j2.configurationFile=", "-Dlog4j.configuration=")
+# The log4j2 configuration a driver JVM this process starts gets (a file of the package, never one in a shared temp
+# folder): without one, Spark prints its default profile's banner ("Using Spark's default log4j profile", "Setting
+# default log level to ...", "To adjust logging level use sc.setLogLevel"), nothing a user can act on.
+DRIVER_LOG4J2 = Path(__file__).with_name("driver-log4j2.properties")
+# The system properties that name a log4j configuration (log4j2's, and the spellings log4j2 still reads).
+LOG4J_PROPERTY = re.compile(r"-Dlog4j2?\.configuration(File)?=")
 
 
 def hive_spark_conf(
@@ -83,6 +72,7 @@ def start_spark_session(conf: dict[str, str]) -> SparkSession:
     if client:
         require_hadoop_conf(conf.get("spark.master", ""))
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
+    conf = with_driver_log_conf(conf) if client else conf
     on_yarn = conf.get("spark.master", "").startswith("yarn")
     if client and on_yarn and conf.get("spark.yarn.queue") and SparkContext._active_spark_context is None:
         # The driver's JVM (launched with this conf, as the SparkContext would launch it) asks the ResourceManager
@@ -90,7 +80,7 @@ def start_spark_session(conf: dict[str, str]) -> SparkSession:
         SparkContext._ensure_initialized(conf=SparkConf().setAll(list(conf.items())))
         yarn.check_queue(SparkContext._jvm, conf)
     builder = SparkSession.builder
-    for key, value in (with_driver_log_conf(conf) if client else conf).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKEKEEPER_SPARK_LOG_LEVEL", "ERROR"))
@@ -98,23 +88,25 @@ def start_spark_session(conf: dict[str, str]) -> SparkSession:
 
 
 def with_driver_log_conf(conf: dict[str, str]) -> dict[str, str]:
-    """`conf` with DRIVER_LOG4J2 in the driver's Java options, unless they name a log4j configuration already."""
+    """`conf` with DRIVER_LOG4J2 in the driver's Java options, unless the site configures Spark itself (a Spark
+    configuration directory with a spark-defaults.conf or a log4j2.properties, whose settings a conf key would
+    override) or the options name a log4j configuration already."""
     options = conf.get("spark.driver.extraJavaOptions", "")
-    if any(flag in options for flag in LOG4J_PROPERTIES):
+    if LOG4J_PROPERTY.search(options) or site_spark_conf():
         return conf
-    flag = f"-Dlog4j2.configurationFile={driver_log_conf().as_uri()}"
+    flag = f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}"
     return {**conf, "spark.driver.extraJavaOptions": f"{options} {flag}".strip()}
 
 
-def driver_log_conf() -> Path:
-    """DRIVER_LOG4J2's file, written once per content (its name has the content's hash) in the temp folder."""
-    digest = hashlib.sha256(DRIVER_LOG4J2.encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / f"lakekeeper-driver-log4j2-{os.getuid()}-{digest}.properties"
-    if not path.exists():
-        partial = path.with_name(f"{path.name}.{os.getpid()}")
-        partial.write_text(DRIVER_LOG4J2, encoding="utf-8")
-        partial.replace(path)  # never read half written by a JVM of another process
-    return path
+def site_spark_conf() -> bool:
+    """Whether Spark reads a configuration of the site's: SPARK_CONF_DIR set, or a spark-defaults.conf or
+    log4j2.properties in SPARK_HOME's conf directory."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return True
+    home = os.environ.get("SPARK_HOME")
+    return bool(home) and any(
+        (Path(home) / "conf" / name).exists() for name in ("spark-defaults.conf", "log4j2.properties")
+    )
 
 
 def running_session_conf() -> dict[str, str] | None:

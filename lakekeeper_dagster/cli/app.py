@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from importlib.metadata import version
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -24,6 +23,7 @@ from lakekeeper_dagster.cli.submit import run_submitted, wants_submission
 from lakekeeper_dagster.config import LakekeeperConfig, load_config, with_overrides
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name, validated_partition
 from lakekeeper_dagster.engine.ops.cleanup import parse_duration
+from lakekeeper_dagster.engine.protocol.history import tool_version
 from spark_resources.py4j import java_cause
 from spark_resources.session import stopped_application
 
@@ -60,7 +60,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakekeeper-dagster", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version('lakekeeper-dagster')}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {tool_version()}")
     parser.add_argument("--config-file", help="YAML config (default: $LAKEKEEPER_CONFIG or ./lakekeeper.yaml)")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)

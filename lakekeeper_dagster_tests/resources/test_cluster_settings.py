@@ -13,7 +13,7 @@ import pytest
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.surface.build import spark_resource_for
 from spark_resources.errors import ResourceError
-from spark_resources.session import start_spark_session
+from spark_resources.session import DRIVER_LOG4J2, start_spark_session, with_driver_log_conf
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf, render_submit_command
 
 FULL_BLOCK = {
@@ -145,3 +145,28 @@ def test_a_yarn_master_without_the_clusters_client_configuration_is_refused_befo
 def test_a_dagster_runs_driver_stays_in_the_run_worker_whatever_deploy_mode_the_command_line_uses():
     config = LakekeeperConfig.model_validate({"spark_submit": {"enabled": True, "deploy_mode": "cluster"}})
     assert spark_resource_for(config).full_conf()["spark.submit.deployMode"] == "client"
+
+
+def test_the_driver_gets_the_packages_log4j2_file_only_where_the_site_configures_nothing(tmp_path, monkeypatch):
+    """The banner-free log4j2 file (shipped in the package) joins the driver's own options; a log4j configuration
+    named in them, or a site's Spark configuration directory, is left as it is (a conf key would override it)."""
+    for name in ("SPARK_CONF_DIR", "SPARK_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    conf = {"spark.driver.extraJavaOptions": "-Xss4m"}
+    options = with_driver_log_conf(conf)["spark.driver.extraJavaOptions"]
+    assert options == f"-Xss4m -Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}" and DRIVER_LOG4J2.is_file()
+    for named in (
+        "-Dlog4j.configurationFile=file:/etc/l.xml",
+        "-Dlog4j2.configurationFile=x",
+        "-Dlog4j.configuration=y",
+    ):
+        assert with_driver_log_conf({"spark.driver.extraJavaOptions": named}) == {
+            "spark.driver.extraJavaOptions": named
+        }
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dsite=1\n")
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert with_driver_log_conf(conf) == conf
+    monkeypatch.delenv("SPARK_HOME")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert with_driver_log_conf(conf) == conf
