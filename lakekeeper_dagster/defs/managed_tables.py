@@ -130,12 +130,15 @@ class ManagedTablesComponent(dg.StateBackedComponent):
         return definitions_from_state(self.config, location_state(self.config, stored, REFRESH_PROBLEMS.get(self.key)))
 
     def _newest(self, state_path: Path | None = None) -> bool:
-        """Whether DAGSTER_HOME's instance stores a version (False without DAGSTER_HOME); the newest is downloaded to
-        `state_path` when given. The instance is not entered: entering one leaves its storage in the process's
-        context."""
+        """Whether DAGSTER_HOME's instance stores a version (False without DAGSTER_HOME, or when its settings do not
+        load: the load goes on with 0 tables, as it did before asking); the newest is downloaded to `state_path` when
+        given. The instance is not entered: entering one leaves its storage in the process's context."""
         if not os.environ.get("DAGSTER_HOME"):
             return False
-        instance = dg.DagsterInstance.get()
+        try:
+            instance = dg.DagsterInstance.get()
+        except dg.DagsterError:
+            return False
         try:
             storage = instance.defs_state_storage
             version = storage.get_latest_version(self.key) if storage is not None else None
