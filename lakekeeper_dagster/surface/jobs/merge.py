@@ -11,14 +11,13 @@ files' rows and checksum against the copy's. They are logged as `dg.AssetCheckEv
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.config import LakekeeperConfig, run_owner
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.merge import PeriodCopy, merge_table
 from lakekeeper_dagster.engine.plan.merge import merge_names
-from lakekeeper_dagster.engine.protocol.history import recorded
 from lakekeeper_dagster.surface.checks import copy_checks, log_check_evaluations
-from lakekeeper_dagster.surface.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
-from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, policy_schedule
+from lakekeeper_dagster.surface.failures import fail_for_tables
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, each_table, policy_schedule
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -57,29 +56,8 @@ def build_merge_job(
         """Merge (or, as a dry run, list) the old periods, table by table: each table's outcome is logged at once;
         a failing table does not stop the others; the run fails at the end naming every one."""
         merged, failed, figures = [], {}, {"partition_count": 0, "files": 0, "bytes": 0, "rows": 0}
-        with engine_failures():
-            targets = config.targets(settings)
-        for database, table in targets:
-            name = f"{database}.{table}"
-            try:
-                with recorded(settings.history_sink(context.run_id)):
-                    outcome = merge_table(
-                        spark.spark_session,
-                        database,
-                        table,
-                        settings.policies_for(database, table),
-                        config.older_than,
-                        dry_run=config.dry_run,
-                        skip_trash=config.skip_trash,
-                        owner=run_owner(context.run_id),
-                    )
-            except ENGINE_ERRORS as error:
-                context.log.error(f"{name}: {error}")
-                failed[name] = str(error)
-                continue
-            context.log.info("\n".join(outcome.lines))
-            if outcome.failed:  # the step fails at the end, with what the other partitions did
-                failed[name] = partitions_not("merged", outcome.failed)
+        options = {"skip_trash": config.skip_trash}
+        for name, outcome in each_table(context, config, settings, spark, merge_table, "merged", failed, **options):
             if config.dry_run:  # what would be merged (rows are counted by the copy only)
                 periods = outcome.plan.periods
                 merged += [f"{outcome.plan.merged}/{p.partition}" for p in periods]

@@ -1,20 +1,24 @@
 """What the partition-management jobs (archive, retention, merge) share: their op config's `table`, `dry_run` and
-`older_than`, the tables a run works on (`PolicyConfig.targets`), and their schedules (one real run a managed table
-whose policy sets an age)."""
+`older_than`, the tables a run works on (`PolicyConfig.targets`), the loop of a run over several tables
+(`each_table`), and their schedules (one real run a managed table whose policy sets an age)."""
 
 # No `from __future__ import annotations`: Dagster resolves the op config annotations at definition.
 
-from typing import ClassVar
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.config import LakekeeperConfig
+from lakekeeper_dagster.config import LakekeeperConfig, run_owner
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.hive.model import TableInfo, split_table_name
 from lakekeeper_dagster.engine.plan.partition_time import parse_age
 from lakekeeper_dagster.engine.policies import TablePolicies, policy_age
+from lakekeeper_dagster.engine.protocol.history import recorded
+from lakekeeper_dagster.surface.failures import ENGINE_ERRORS, engine_failures, partitions_not
 from lakekeeper_dagster.surface.metadata import TABLE_TAG
+from spark_resources.resource import HiveSparkResource
 
 
 def sets_age(policies: TablePolicies, policy: str) -> bool:
@@ -60,6 +64,46 @@ class PolicyConfig(dg.Config):
         policies, name = settings.policies_for(database, table), f"{database}.{table}"
         policies.clock(name)
         policy_age(self.older_than, getattr(policies, self.POLICY).older_than, f"{self.POLICY}.older_than", name)
+
+
+def each_table(
+    context: dg.OpExecutionContext,
+    config: PolicyConfig,
+    settings: LakekeeperConfig,
+    spark: HiveSparkResource,
+    operate: Callable[..., Any],
+    verb: str,
+    failed: dict[str, str],
+    **options: Any,
+) -> Iterator[tuple[str, Any]]:
+    """(DB.TABLE, outcome) of `operate` (the engine's operation) on each table of the run, its lines logged at once,
+    every run recorded in the history; the Spark session opened once the run's tables passed their checks. A table
+    that fails, or whose partitions were not all `verb`, is named in
+    `failed` and does not stop the others (the op fails at the end, naming every one)."""
+    with engine_failures():
+        targets = config.targets(settings)
+    for database, table in targets:
+        name = f"{database}.{table}"
+        try:
+            with recorded(settings.history_sink(context.run_id)):
+                outcome = operate(
+                    spark.spark_session,
+                    database,
+                    table,
+                    settings.policies_for(database, table),
+                    config.older_than,
+                    dry_run=config.dry_run,
+                    owner=run_owner(context.run_id),
+                    **options,
+                )
+        except ENGINE_ERRORS as error:
+            context.log.error(f"{name}: {error}")
+            failed[name] = str(error)
+            continue
+        context.log.info("\n".join(outcome.lines))
+        if outcome.failed:  # the step fails at the end, with what the other partitions did
+            failed[name] = partitions_not(verb, outcome.failed)
+        yield name, outcome
 
 
 def policy_schedule(

@@ -5,12 +5,11 @@
 import dagster as dg
 from pydantic import Field
 
-from lakekeeper_dagster.config import LakekeeperConfig, run_owner
+from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.retention import retain_table
-from lakekeeper_dagster.engine.protocol.history import recorded
-from lakekeeper_dagster.surface.failures import ENGINE_ERRORS, engine_failures, fail_for_tables, partitions_not
-from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, policy_schedule
+from lakekeeper_dagster.surface.failures import fail_for_tables
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, each_table, policy_schedule
 from spark_resources.resource import HiveSparkResource
 
 RETENTION_JOB = "retention_job"
@@ -33,30 +32,8 @@ def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
         """Drop (or, as a dry run, list) the partitions older than the age, table by table: each table's outcome is
         logged at once; a failing table does not stop the others; the run fails at the end naming every one."""
         dropped, places, backups, failed, files, size = [], {}, [], {}, 0, 0
-        with engine_failures():
-            targets = config.targets(settings)
-        for database, table in targets:
-            name = f"{database}.{table}"
-            try:
-                with recorded(settings.history_sink(context.run_id)):
-                    outcome = retain_table(
-                        spark.spark_session,
-                        database,
-                        table,
-                        settings.policies_for(database, table),
-                        config.older_than,
-                        dry_run=config.dry_run,
-                        force=config.force,
-                        skip_trash=config.skip_trash,
-                        owner=run_owner(context.run_id),
-                    )
-            except ENGINE_ERRORS as error:
-                context.log.error(f"{name}: {error}")
-                failed[name] = str(error)
-                continue
-            context.log.info("\n".join(outcome.lines))
-            if outcome.failed:  # the step fails at the end, with what the other partitions did
-                failed[name] = partitions_not("dropped", outcome.failed)
+        options = {"force": config.force, "skip_trash": config.skip_trash}
+        for name, outcome in each_table(context, config, settings, spark, retain_table, "dropped", failed, **options):
             backups += outcome.backups
             if config.dry_run:  # what would go
                 dropped += [f"{name}/{i.candidate.partition}" for i in outcome.plan.drop]
