@@ -7,7 +7,7 @@ import dagster as dg
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.surface.assets import build_table_asset
 from lakekeeper_dagster.surface.checks import build_backup_check, build_merge_check
-from lakekeeper_dagster.surface.jobs.archive import ARCHIVE_JOB, archive_schedule, build_archive_job
+from lakekeeper_dagster.surface.jobs.archive import ARCHIVE_JOB, ArchiveConfig, build_archive_job
 from lakekeeper_dagster.surface.jobs.compaction import (
     build_jobs,
     build_refresh_job,
@@ -15,8 +15,9 @@ from lakekeeper_dagster.surface.jobs.compaction import (
     compaction_job,
     refresh_schedule,
 )
-from lakekeeper_dagster.surface.jobs.merge import MERGE_JOB, build_merge_job, merge_asset_specs, merge_schedule
-from lakekeeper_dagster.surface.jobs.retention import RETENTION_JOB, build_retention_job, retention_schedule
+from lakekeeper_dagster.surface.jobs.merge import MERGE_JOB, MergeConfig, build_merge_job, merge_asset_specs
+from lakekeeper_dagster.surface.jobs.policy import policy_schedule
+from lakekeeper_dagster.surface.jobs.retention import RETENTION_JOB, RetentionConfig, build_retention_job
 from lakekeeper_dagster.surface.metadata import NOTICE_KEY
 from lakekeeper_dagster.surface.observations import OBSERVE_JOB, build_observe_job, observe_schedule
 from lakekeeper_dagster.surface.sensors.file_count import build_file_count_sensor
@@ -90,9 +91,9 @@ def definitions_from_state(
             cleanup_schedule(by_name["cleanup_job"]),
             observe_schedule(by_name[OBSERVE_JOB], config),
             refresh_schedule(by_name["refresh_tables_job"]),
-            archive_schedule(by_name[ARCHIVE_JOB], config, tables),
-            retention_schedule(by_name[RETENTION_JOB], config, tables),
-            merge_schedule(by_name[MERGE_JOB], config, tables),
+            policy_schedule(by_name[ARCHIVE_JOB], config, tables, ArchiveConfig),
+            policy_schedule(by_name[RETENTION_JOB], config, tables, RetentionConfig),
+            policy_schedule(by_name[MERGE_JOB], config, tables, MergeConfig),
         ],
         sensors=[
             build_file_count_sensor(config, tables, translator, compaction),

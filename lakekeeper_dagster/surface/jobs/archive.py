@@ -24,7 +24,7 @@ from lakekeeper_dagster.surface.assets import check_results
 from lakekeeper_dagster.surface.checks import log_check_evaluations
 from lakekeeper_dagster.surface.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.surface.figures import history_metadata, unit_metadata
-from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, policy_schedule
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig
 from lakekeeper_dagster.surface.metadata import OPERATION
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
@@ -37,6 +37,7 @@ class ArchiveConfig(PolicyConfig):
     default: an archive always names its table (a required field, unlike retention's and merge's)."""
 
     POLICY = "archive"
+    CRON = "0 4 1 * *"  # monthly
     FLAGS: ClassVar[tuple[str, str]] = ("config.older_than", "config.codec")  # what the rule's errors name
 
     table: str = Field(description="DB.TABLE to archive (required)")
@@ -127,17 +128,3 @@ def build_archive_job(
         archive()
 
     return archive_job
-
-
-def archive_schedule(
-    job: dg.JobDefinition, settings: LakekeeperConfig, tables: list[TableInfo]
-) -> dg.ScheduleDefinition:
-    """Monthly: an archive run (not a dry run) of each managed table whose policy sets `archive.older_than`; off
-    until turned on."""
-    return policy_schedule(
-        job,
-        settings,
-        tables,
-        config=ArchiveConfig,
-        cron="0 4 1 * *",
-    )

@@ -17,7 +17,7 @@ from lakekeeper_dagster.engine.ops.merge import PeriodCopy, merge_table
 from lakekeeper_dagster.engine.plan.merge import merge_names
 from lakekeeper_dagster.surface.checks import copy_checks, log_check_evaluations
 from lakekeeper_dagster.surface.failures import fail_for_tables
-from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, each_table, policy_schedule
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, each_table
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -29,6 +29,7 @@ class MergeConfig(PolicyConfig):
     view, and moves the fine data to the Trash."""
 
     POLICY = "merge"
+    CRON = "45 3 * * *"  # nightly
 
     skip_trash: bool = Field(default=False, description="delete the merged fine data instead of the Trash")
 
@@ -90,18 +91,6 @@ def build_merge_job(
         merge()
 
     return merge_job
-
-
-def merge_schedule(job: dg.JobDefinition, settings: LakekeeperConfig, tables: list[TableInfo]) -> dg.ScheduleDefinition:
-    """Nightly: a merge run (not a dry run) of each managed table whose policy sets `merge.older_than`; off until
-    turned on."""
-    return policy_schedule(
-        job,
-        settings,
-        tables,
-        config=MergeConfig,
-        cron="45 3 * * *",
-    )
 
 
 def merge_asset_specs(tables: list[TableInfo], translator: HiveTableTranslator) -> list[dg.AssetSpec]:

@@ -31,6 +31,7 @@ class PolicyConfig(dg.Config):
     nothing). `POLICY` names the job's op and its `table_overrides.<db.table>` key."""
 
     POLICY: ClassVar[str]
+    CRON: ClassVar[str]  # when `<POLICY>_schedule` runs (UTC)
 
     table: str | None = Field(
         default=None, description="DB.TABLE; default: every table of table_overrides whose policy sets older_than"
@@ -110,9 +111,7 @@ def policy_schedule(
     job: dg.JobDefinition,
     settings: LakekeeperConfig,
     tables: list[TableInfo],
-    *,
     config: type[PolicyConfig],
-    cron: str,
 ) -> dg.ScheduleDefinition:
     """`<policy>_schedule`: a run (not a dry run) of `job`'s op `<policy>` (`config.POLICY`) for each managed table
     whose `table_overrides.<db.table>.<policy>.older_than` is set; off until turned on."""
@@ -120,7 +119,7 @@ def policy_schedule(
     names = [t.qualified_name for t in tables if sets_age(settings.policies_for(t.database, t.name), policy)]
 
     @dg.schedule(
-        name=f"{policy}_schedule", job=job, cron_schedule=cron, default_status=dg.DefaultScheduleStatus.STOPPED
+        name=f"{policy}_schedule", job=job, cron_schedule=config.CRON, default_status=dg.DefaultScheduleStatus.STOPPED
     )
     def _schedule(context: dg.ScheduleEvaluationContext):
         if not names:

@@ -6,10 +6,9 @@ import dagster as dg
 from pydantic import Field
 
 from lakekeeper_dagster.config import LakekeeperConfig
-from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.ops.retention import retain_table
 from lakekeeper_dagster.surface.failures import fail_for_tables
-from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, each_table, policy_schedule
+from lakekeeper_dagster.surface.jobs.policy import PolicyConfig, each_table
 from spark_resources.resource import HiveSparkResource
 
 RETENTION_JOB = "retention_job"
@@ -19,6 +18,7 @@ class RetentionConfig(PolicyConfig):
     """The dry run lists partition, time, files and bytes; a real run drops partitions, their data to the Trash."""
 
     POLICY = "retention"
+    CRON = "30 2 * * *"  # nightly
 
     force: bool = Field(default=False, description="drop even more than retention.max_fraction of the partitions")
     skip_trash: bool = Field(default=False, description="delete the data instead of moving it to the Trash")
@@ -64,17 +64,3 @@ def build_retention_job(settings: LakekeeperConfig) -> dg.JobDefinition:
         retention()
 
     return retention_job
-
-
-def retention_schedule(
-    job: dg.JobDefinition, settings: LakekeeperConfig, tables: list[TableInfo]
-) -> dg.ScheduleDefinition:
-    """Nightly: a retention run (not a dry run) of each managed table whose policy sets `retention.older_than`; off
-    until turned on."""
-    return policy_schedule(
-        job,
-        settings,
-        tables,
-        config=RetentionConfig,
-        cron="30 2 * * *",
-    )
