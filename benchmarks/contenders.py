@@ -23,8 +23,10 @@ process (Python and JVM start-up included).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import math
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,6 +34,7 @@ from pathlib import Path
 import yaml
 
 MIB = 1024 * 1024
+PROFILE_VARIABLE = "LK_BENCH_PROFILE"  # set to a path prefix: each run's driver profile is written there
 
 
 def start_session(metastore_uri: str, warehouse: str, app_name: str, conf: dict[str, str]):
@@ -69,6 +72,8 @@ def run_ours(
         "work_s": round(work, 3),
         "steps_s": clock.report(work),
         "step_calls": dict(clock.calls),
+        "py4j_round_trips": dict(sorted(clock.round_trips.items(), key=lambda kv: -kv[1])),
+        "py4j_sites": dict(sorted((clock.sites or {}).items(), key=lambda kv: -kv[1])[:60]),
         "units": dict(statuses),
         "files_before": sum(r.files_before for r in results),
         "files_after": sum(r.files_after for r in results),
@@ -189,7 +194,13 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     spark = start_session(args.metastore_uri, args.warehouse, f"bench-{args.contender}", conf)
     session = time.perf_counter() - started
-    result = RUNNERS[args.contender](spark, database, table, args.block_size_mb, args.ratio, args.output, settings)
+    runner = RUNNERS[args.contender]
+    if profile := os.environ.get(PROFILE_VARIABLE):  # the driver's Python time by function, for `pstats`
+        profiler = cProfile.Profile()
+        result = profiler.runcall(runner, spark, database, table, args.block_size_mb, args.ratio, args.output, settings)
+        profiler.dump_stats(f"{profile}-{args.contender}-{os.getpid()}.prof")
+    else:
+        result = runner(spark, database, table, args.block_size_mb, args.ratio, args.output, settings)
     stopping = time.perf_counter()
     spark.stop()
     result.update(

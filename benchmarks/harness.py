@@ -69,6 +69,7 @@ class Bench:
     ratio: float = 10.0
     variants: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # label -> (contender, its arguments)
     on_hdfs: set[str] = field(default_factory=set)  # labels whose table copies are on the HDFS (`start_hdfs`)
+    sources: dict[str, Path] = field(default_factory=dict)  # label -> the source tree its code runs from (`baseline`)
     hdfs: HdfsTables | None = None
     _fingerprints: dict = field(default_factory=dict)
     _counter: int = 0
@@ -216,6 +217,16 @@ class Bench:
 
     # ---- contenders ---------------------------------------------------------------------------------------
 
+    def baseline(self, revision: str) -> Path:
+        """The project's source tree at `revision` (a git revision of this repository), exported into the work dir,
+        for a contender run on earlier code side by side with this code (`sources`)."""
+        tree = self.work_dir / f"source-{revision}"
+        if not tree.exists():
+            tree.mkdir(parents=True)
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", revision], check=True, capture_output=True)
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+        return tree
+
     def run(self, contender: str, spec: DataSpec, data_dir: Path) -> dict:
         """One run of one contender on a fresh copy of the data; wall time of its whole process."""
         table, location = self.new_table(spec, data_dir, contender)
@@ -234,7 +245,7 @@ class Bench:
                 "--block-size-mb", str(self.block_size_mb), "--ratio", str(self.ratio),
                 "--output", output.as_uri(), "--result", str(result_file),
             ]  # fmt: skip
-            env = {**os.environ, "PYTHONPATH": str(REPO)}
+            env = {**os.environ, "PYTHONPATH": str(self.sources.get(contender, REPO))}
         elif kind == "lakekeeper":
             command, env = lakekeeper_command(self, table, run_dir, conf)
         else:
@@ -333,6 +344,10 @@ def summarize(runs: list[dict]) -> dict:
     if steps:
         names = list(steps[0])
         summary["steps_median_s"] = {n: round(statistics.median(s.get(n, 0.0) for s in steps), 3) for n in names}
+    trips = [r["py4j_round_trips"] for r in runs if "py4j_round_trips" in r]
+    if trips:
+        names = sorted({n for t in trips for n in t}, key=lambda n: -trips[0].get(n, 0))
+        summary["py4j_round_trips_median"] = {n: statistics.median(t.get(n, 0) for t in trips) for n in names}
     return summary
 
 

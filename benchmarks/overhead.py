@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="where the contenders' Spark runs, repeatable (side by side): local (default), cluster "
                              "(a standalone cluster started for the benchmark), yarn (the local Hadoop's YARN, "
                              "started for it) or spark://HOST:PORT")  # fmt: skip
+    parser.add_argument("--baseline", metavar="REVISION",
+                        help="also run `ours` on the code of this git revision, labelled ours@REVISION (before and "
+                             "after a change, side by side in one run)")  # fmt: skip
     hdfs_tables.filesystem_arguments(parser)
     args = parser.parse_args(argv)
     contenders = args.contenders or CONTENDERS
@@ -74,6 +77,10 @@ def main(argv: list[str] | None = None) -> None:
                         on_cluster.add(label)
                     if filesystem == "hdfs":
                         bench.on_hdfs.add(label)
+        if args.baseline:
+            label = f"ours@{args.baseline}"
+            bench.variants[label], bench.sources[label] = ("ours", []), bench.baseline(args.baseline)
+            labels.insert(0, label)
         for spec in harness.datasets_of(args):
             data = bench.prepare(spec, args.data_dir)
             runs = harness.interleaved(
@@ -81,6 +88,8 @@ def main(argv: list[str] | None = None) -> None:
             )
             summary = {c: harness.summarize(r) for c, r in runs.items()}
             ratios = ratios_of(summary, list(map(suffix_of, masters)), list(map(hdfs_tables.suffix_of, filesystems)))
+            for label in bench.sources:  # the baseline
+                ratios[f"ours / {label}"] = round(summary["ours"]["wall_median_s"] / summary[label]["wall_median_s"], 3)
             payload["datasets"].append({"data": data, "summary": summary, "ratios": ratios, "runs": runs})
             print_dataset(data, summary, ratios)
     path = harness.write_result("overhead", payload, args.out)
@@ -175,11 +184,15 @@ def print_dataset(data: dict, summary: dict, ratios: dict) -> None:
     )
     for name, value in ratios.items():
         harness.log(f"{name}: {value}")
-    for label in [c for c in summary if c.split("@")[0] == "ours"]:
+    for label in [c for c in summary if c.split("@")[0].startswith("ours")]:
         steps = summary[label].get("steps_median_s", {})
         if steps:
             figures = ", ".join(f"{k} {v}" for k, v in steps.items())
             harness.log(f"{label}, median seconds per protocol step: {figures}")
+        trips = summary[label].get("py4j_round_trips_median", {})
+        if trips:
+            figures = ", ".join(f"{k} {v:g}" for k, v in trips.items())
+            harness.log(f"{label}, py4j round trips per protocol step (median): {figures}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ The engine records no timings, so this wraps its step functions (by module attri
 process) and charges each call's *own* time (minus the wrapped steps called inside it) to its step. A wrapped
 name that disappears from the engine, or that its module no longer calls (a wrapper there would time nothing),
 makes `install` fail loudly instead of silently measuring nothing.
+
+It also counts the py4j round trips (commands sent to the JVM, from any thread) charged to the innermost step the
+main thread is in: the driver's fixed cost is mostly those.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import ast
 import functools
 import importlib
 import inspect
+import os
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -29,7 +34,7 @@ STEPS = [
     # Only at top level (the snapshot before planning, the staged output): inside another step it is that step's.
     ("lakekeeper_dagster.engine.fs.storage", "Storage.list_data_files", "listing"),
     ("lakekeeper_dagster.engine.ops.batch", "stage", "write"),
-    ("lakekeeper_dagster.engine.ops.batch", "file_fingerprints", "verify"),
+    ("lakekeeper_dagster.engine.ops.batch", "path_fingerprints", "verify"),
     ("lakekeeper_dagster.engine.ops.run", "CompactionRun.ensure_backup", "backup"),
     ("lakekeeper_dagster.engine.hive.backup", "add_partitions", "backup"),  # called as `backups.add_partitions`
     ("lakekeeper_dagster.engine.ops.batch", "guard_swap", "re-list"),
@@ -43,6 +48,18 @@ STEPS = [
 
 
 TOP_ONLY = {"listing"}
+SITES_VARIABLE = "LK_BENCH_PY4J_SITES"  # set: round trips are also counted per engine call site (slower)
+
+
+def _engine_site() -> str:
+    """The innermost frame of the engine (or spark_resources) on the stack: `module:function:line`."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith(("lakekeeper_dagster", "spark_resources")):
+            return f"{name.rsplit('.', 1)[-1]}:{frame.f_code.co_name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "elsewhere"
 
 
 class StepClock:
@@ -52,6 +69,9 @@ class StepClock:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._stack: list[list[float]] = []  # per active call: [time spent in nested wrapped calls]
+        self.round_trips: dict[str, int] = defaultdict(int)
+        self._steps: list[str] = []  # the main thread's active steps, innermost last
+        self.sites: dict[str, int] | None = defaultdict(int) if os.environ.get(SITES_VARIABLE) else None
 
     def wrap(self, function, step: str, top_only: bool = False):
         clock = self
@@ -63,10 +83,12 @@ class StepClock:
             if top_only and clock._stack:
                 return function(*args, **kwargs)
             clock._stack.append([0.0])
+            clock._steps.append(step)
             started = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
+                clock._steps.pop()
                 elapsed = time.perf_counter() - started
                 nested = clock._stack.pop()[0]
                 clock.seconds[step] += elapsed - nested
@@ -76,7 +98,24 @@ class StepClock:
 
         return timed
 
+    def _count_round_trips(self) -> None:
+        from py4j.clientserver import ClientServerConnection
+        from py4j.java_gateway import GatewayConnection
+
+        clock = self
+        for connection in (ClientServerConnection, GatewayConnection):
+            send = connection.send_command
+
+            def counted(self, command, *args, _send=send, **kwargs):
+                clock.round_trips[clock._steps[-1] if clock._steps else "other"] += 1
+                if clock.sites is not None:
+                    clock.sites[_engine_site()] += 1
+                return _send(self, command, *args, **kwargs)
+
+            connection.send_command = counted
+
     def install(self) -> None:
+        self._count_round_trips()
         for module_name, path, step in STEPS:
             owner = importlib.import_module(module_name)
             *parents, attribute = path.split(".")
