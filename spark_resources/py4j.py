@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,22 @@ JOB_DESCRIPTION = "spark.job.description"
 def jvm(spark: SparkSession) -> Any:
     """The py4j view of the driver JVM (`jvm.org.apache...` looks a class up: one round trip each)."""
     return spark._jvm
+
+
+_CACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # gateway -> {key: what was looked up or made once}
+
+
+def java_class(spark: SparkSession, name: str) -> Any:
+    """The JVM class (or static member) `name`, e.g. `org.apache.hadoop.fs.Path`, looked up once per JVM: through
+    `jvm(spark)` each step of a name is a py4j round trip, and the hot paths of a run ask for the same few classes
+    for every file and partition."""
+    classes = _CACHED.setdefault(gateway(spark), {})
+    if name not in classes:
+        found = jvm(spark)
+        for step in name.split("."):
+            found = getattr(found, step)
+        classes[name] = found
+    return classes[name]
 
 
 def gateway(spark: SparkSession) -> Any:
@@ -53,23 +70,28 @@ def as_python(spark: SparkSession, value: Any, leave_out: Mapping[str, Sequence[
 
     `leave_out` maps a JVM class name to the properties of its objects not serialized (the document is held whole
     in the JVM and in Python: leave out what can be large and is not read)."""
-    java = jvm(spark)
-    mapper = java.com.fasterxml.jackson.databind.ObjectMapper()
-    mapper.registerModule(getattr(getattr(java.com.fasterxml.jackson.module.scala, "DefaultScalaModule$"), "MODULE$"))
-    ignorals = java.com.fasterxml.jackson.annotation.JsonIgnoreProperties.Value
-    for class_name, properties in (leave_out or {}).items():
-        names = gateway(spark).new_array(java.java.lang.String, len(properties))
-        for i, name in enumerate(properties):
-            names[i] = name
-        override = mapper.configOverride(java.java.lang.Class.forName(class_name))
-        override.setIgnorals(ignorals.forIgnoredProperties(names))
-    return json.loads(mapper.writeValueAsString(value))
+    key = f"as_python mapper {sorted((k, tuple(v)) for k, v in (leave_out or {}).items())}"
+    mappers = _CACHED.setdefault(gateway(spark), {})
+    if key not in mappers:  # a mapper learns each class it serializes once: kept for the JVM's life
+        java = jvm(spark)
+        mapper = java.com.fasterxml.jackson.databind.ObjectMapper()
+        scala = getattr(getattr(java.com.fasterxml.jackson.module.scala, "DefaultScalaModule$"), "MODULE$")
+        mapper.registerModule(scala)
+        ignorals = java.com.fasterxml.jackson.annotation.JsonIgnoreProperties.Value
+        for class_name, properties in (leave_out or {}).items():
+            names = gateway(spark).new_array(java.java.lang.String, len(properties))
+            for i, name in enumerate(properties):
+                names[i] = name
+            override = mapper.configOverride(java.java.lang.Class.forName(class_name))
+            override.setIgnorals(ignorals.forIgnoredProperties(names))
+        mappers[key] = mapper
+    return json.loads(mappers[key].writeValueAsString(value))
 
 
 def scala_list(spark: SparkSession, items: list) -> Any:
     """A Scala Seq holding these items (Python values or JVM objects)."""
-    converters = jvm(spark).scala.jdk.javaapi.CollectionConverters
-    return converters.asScala(jvm(spark).java.util.ArrayList(items)).toSeq()
+    converters = java_class(spark, "scala.jdk.javaapi.CollectionConverters")
+    return converters.asScala(java_class(spark, "java.util.ArrayList")(items)).toSeq()
 
 
 def java_exception(error: BaseException) -> Any:

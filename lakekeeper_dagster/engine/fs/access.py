@@ -8,7 +8,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.fs.locations import split_location
-from spark_resources.py4j import hadoop_conf, is_java_error, java_messages, jvm
+from spark_resources.py4j import hadoop_conf, is_java_error, java_class, java_messages, jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,7 +23,8 @@ def denied(error: BaseException) -> bool:
 
 def hadoop_user(spark: SparkSession) -> str:
     """The user this process acts as on the filesystems (Hadoop's: a Kerberos principal's short name)."""
-    return str(jvm(spark).org.apache.hadoop.security.UserGroupInformation.getCurrentUser().getShortUserName())
+    users = java_class(spark, "org.apache.hadoop.security.UserGroupInformation")
+    return str(users.getCurrentUser().getShortUserName())
 
 
 def writable(spark: SparkSession, location: str) -> bool:
@@ -73,12 +74,12 @@ def foreign_ownership(spark: SparkSession, directory: str, model: str | None) ->
     NameNode only (two or three `getFileStatus`). Otherwise one `setOwner` on a scratch directory (`_may_set`) per
     owner or group that differs tells whether the swap could set it, touching nothing of the table's. A group this guess
     misses (locally a new file gets the user's group unless its directory is setgid) is still named by the swap."""
-    java = jvm(spark)
-    path = java.org.apache.hadoop.fs.Path(directory)
+    hadoop_path = java_class(spark, "org.apache.hadoop.fs.Path")
+    path = hadoop_path(directory)
     fs = path.getFileSystem(hadoop_conf(spark))
-    statuses = [fs.getFileStatus(path)] + ([fs.getFileStatus(java.org.apache.hadoop.fs.Path(model))] if model else [])
+    statuses = [fs.getFileStatus(path)] + ([fs.getFileStatus(hadoop_path(model))] if model else [])
     user = hadoop_user(spark)
-    parent = java.org.apache.hadoop.fs.Path(split_location(directory)[0])  # where the staging sibling is made
+    parent = hadoop_path(split_location(directory)[0])  # where the staging sibling is made
     foreign = next((s for s in statuses if str(s.getOwner()) != user), None)
     if foreign is not None:  # only a superuser may give a file another owner, and then any group too
         allowed = _may_set(fs, foreign, True, parent)

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from lakekeeper_dagster.engine import faults
 from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.fs.access import denied
+from lakekeeper_dagster.engine.fs.entries import Entry, EntryReader, by_getters
 from lakekeeper_dagster.engine.fs.locations import is_hidden
 from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_messages, jvm
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 
 SMALL_FILE_BLOCK = 1024 * 1024  # HDFS's default dfs.namenode.fs-limits.min-block-size
+_KEPT_PATHS = 4096  # Hadoop Paths a Storage keeps (a py4j round trip to make, and another to free)
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,14 @@ class Storage:
     """Thin wrapper over `org.apache.hadoop.fs.FileSystem`, one instance per Spark session."""
 
     def __init__(self, spark: SparkSession):
-        self._jvm = jvm(spark)
+        self.jvm = jvm(spark)
         self._gateway = gateway(spark)
-        self._conf = hadoop_conf(spark)
-        hadoop_fs = self._jvm.org.apache.hadoop.fs  # each py4j class lookup is a round trip: look up once
+        self.conf = hadoop_conf(spark)
+        hadoop_fs = self.jvm.org.apache.hadoop.fs  # each py4j class lookup is a round trip: look up once
         self._path_class = hadoop_fs.Path
         self._file_context_class = hadoop_fs.FileContext
+        self._reader: EntryReader | None = None  # made on the first listing
+        self._paths: dict[str, Any] = {}
         self._no_overwrite, self._overwrite = (self._gateway.new_array(hadoop_fs.Options.Rename, 1) for _ in "ab")
         self._no_overwrite[0], self._overwrite[0] = hadoop_fs.Options.Rename.NONE, hadoop_fs.Options.Rename.OVERWRITE
         # Per filesystem (scheme and authority): looking one up costs a user lookup and a cache probe in the JVM.
@@ -80,18 +84,23 @@ class Storage:
         self._without_acls: set[str] = set()  # filesystems found not to support ACLs
 
     def _path(self, location: str):
-        return self._path_class(location)
+        """The Hadoop Path of `location`: made once (a Path is immutable), as a run asks of the same few again."""
+        if (path := self._paths.get(location)) is None:
+            if len(self._paths) >= _KEPT_PATHS:
+                self._paths.clear()
+            path = self._paths[location] = self._path_class(location)
+        return path
 
     def _fs(self, location: str):
         root = _filesystem_root(location)
         if root not in self._filesystems:
-            self._filesystems[root] = self._path(location).getFileSystem(self._conf)
+            self._filesystems[root] = self._path(location).getFileSystem(self.conf)
         return self._filesystems[root]
 
     def _context(self, location: str):
         root = _filesystem_root(location)
         if root not in self._contexts:
-            self._contexts[root] = self._file_context_class.getFileContext(self._path(location).toUri(), self._conf)
+            self._contexts[root] = self._file_context_class.getFileContext(self._path(location).toUri(), self.conf)
         return self._contexts[root]
 
     def java(self, location: str) -> tuple[Any, Any]:
@@ -101,32 +110,36 @@ class Storage:
     def qualify(self, location: str) -> str:
         """Fully qualified form of a location (scheme and authority filled in)."""
         path = self._path(location)
-        return str(path.getFileSystem(self._conf).makeQualified(path).toString())
+        return str(path.getFileSystem(self.conf).makeQualified(path).toString())
 
     def exists(self, location: str) -> bool:
         return bool(self._fs(location).exists(self._path(location)))
 
-    def list_entries(self, location: str) -> DirEntries:
-        """Subdirectory names and data files (size, mtime) directly under `location`, from one listing call."""
-        fs = self._fs(location)
-        path = self._path(location)
+    def _list(self, location: str) -> list[Entry] | None:
+        """The entries directly under `location`, from one listing call; None when it does not exist."""
+        fs, path = self._fs(location), self._path(location)
         try:
-            statuses = fs.listStatus(path)
+            return self._read(fs.listStatus(path))
         except Exception:  # py4j wraps FileNotFoundException
             if not fs.exists(path):
-                raise StorageError(f"location {location} does not exist") from None
+                return None
             raise
-        directories, files = [], []
-        for status in statuses:
-            file_path = status.getPath()
-            name = str(file_path.getName())
-            if status.isDirectory():
-                directories.append(name)
-            elif not is_hidden(name):
-                files.append(
-                    DataFile(str(file_path.toString()), int(status.getLen()), int(status.getModificationTime()))
-                )
-        return DirEntries(sorted(directories), sorted(files, key=lambda f: f.path))
+
+    def _read(self, statuses) -> list[Entry]:
+        """A `FileStatus[]`'s entries: its JSON in one round trip (`fs/entries.py`), else field by field."""
+        if self._reader is None:
+            self._reader = EntryReader(self.jvm)
+        entries = self._reader.read(statuses)
+        return by_getters(statuses) if entries is None else entries
+
+    def list_entries(self, location: str) -> DirEntries:
+        """Subdirectory names and data files (size, mtime) directly under `location`, from one listing call."""
+        entries = self._list(location)
+        if entries is None:
+            raise StorageError(f"location {location} does not exist")
+        directories = sorted(e.name for e in entries if e.is_directory)
+        files = [DataFile(e.path, e.size, e.modification_time) for e in entries if not e.is_directory]
+        return DirEntries(directories, sorted((f for f in files if not is_hidden(f.name)), key=lambda f: f.path))
 
     def stat(self, location: str) -> DataFile | None:
         """A file's size and modification time now, or None when nothing is there."""
@@ -145,18 +158,12 @@ class Storage:
 
     def list_names(self, location: str, directories: bool) -> list[str]:
         """Names of the subdirectories (or files) directly under `location`; empty when it does not exist."""
-        fs = self._fs(location)
-        path = self._path(location)
-        if not fs.exists(path):
-            return []
-        return sorted(str(s.getPath().getName()) for s in fs.listStatus(path) if bool(s.isDirectory()) == directories)
+        return sorted(e.name for e in self._list(location) or [] if e.is_directory == directories)
 
     def glob(self, pattern: str) -> list[tuple[str, bool, int]]:
         """(path, is directory, modification time ms) of what a Hadoop glob pattern matches; one listing call."""
         statuses = self._fs(pattern).globStatus(self._path(pattern))
-        if statuses is None:
-            return []
-        return [(str(s.getPath().toString()), bool(s.isDirectory()), int(s.getModificationTime())) for s in statuses]
+        return [] if statuses is None else [(e.path, e.is_directory, e.modification_time) for e in self._read(statuses)]
 
     def newest_modification_time(self, location: str, limit: int) -> int | None:
         """The newest modification time of `location` and the files below it (recursively), or None when more than
@@ -225,8 +232,8 @@ class Storage:
         fs = self._fs(location)
         stream = fs.open(self._path(location))
         try:
-            reader = self._jvm.java.io.BufferedReader(
-                self._jvm.java.io.InputStreamReader(stream, self._jvm.java.nio.charset.StandardCharsets.UTF_8)
+            reader = self.jvm.java.io.BufferedReader(
+                self.jvm.java.io.InputStreamReader(stream, self.jvm.java.nio.charset.StandardCharsets.UTF_8)
             )
             lines = []
             line = reader.readLine()
@@ -269,9 +276,9 @@ class Storage:
             if str(fs.getScheme()) == "file":
                 # The local filesystem's create(overwrite=False) checks, then creates: two processes can both
                 # succeed. Claim the name with an exclusive create (O_EXCL) first, then write our own file.
-                no_attributes = self._gateway.new_array(self._jvm.java.nio.file.attribute.FileAttribute, 0)
+                no_attributes = self._gateway.new_array(self.jvm.java.nio.file.attribute.FileAttribute, 0)
                 fs.mkdirs(path.getParent())  # as create() would
-                self._jvm.java.nio.file.Files.createFile(fs.pathToFile(path).toPath(), no_attributes)
+                self.jvm.java.nio.file.Files.createFile(fs.pathToFile(path).toPath(), no_attributes)
                 overwrite = True
             stream = self._create_small(fs, path, overwrite)
         except Exception as error:  # py4j wraps FileAlreadyExistsException
@@ -309,7 +316,7 @@ class Storage:
                 self._without_acls.add(filesystem)
                 return None
             raise
-        return self._jvm.org.apache.hadoop.fs.permission.AclUtil.getAclFromPermAndEntries(
+        return self.jvm.org.apache.hadoop.fs.permission.AclUtil.getAclFromPermAndEntries(
             status.getPermission(), entries
         )
 
@@ -375,24 +382,3 @@ class Storage:
                 if staged.isFile():
                     missing += self._carry(fs, attributes, staged, owners)
         return sorted(set(missing))
-
-    def move_to_trash(self, location: str) -> bool:
-        """Move to the filesystem's Trash when one is configured; False when there is none."""
-        trash = self._jvm.org.apache.hadoop.fs.Trash
-        fs = self._fs(location)
-        return bool(trash.moveToAppropriateTrash(fs, self._path(location), self._conf))
-
-    def has_trash(self, location: str) -> bool:
-        """Whether `move_to_trash` would move `location` to a Trash: the filesystem's (server) or the client's
-        `fs.trash.interval` is above 0."""
-        fs, path = self._fs(location), self._path(location)
-        if int(fs.getServerDefaults(path).getTrashInterval()) > 0:
-            return True
-        return bool(self._jvm.org.apache.hadoop.fs.Trash(fs, self._conf).isEnabled())
-
-    def trash_location(self, location: str) -> str:
-        """Where `move_to_trash` puts `location` (Hadoop's default policy: `<trash root>/Current/<its path>`; a name
-        already taken there gets a time suffix)."""
-        fs, path = self._fs(location), self._path(location)
-        root = fs.getTrashRoot(path)
-        return str(self._jvm.org.apache.hadoop.fs.Path(root, "Current" + str(path.toUri().getPath())).toString())

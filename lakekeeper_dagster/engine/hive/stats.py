@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from spark_resources.py4j import external_catalog, jvm, scala_list
+from spark_resources.py4j import as_python, external_catalog, java_class, scala_list
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,22 +29,16 @@ log = logging.getLogger(__name__)
 
 def _scala_map(spark: SparkSession, values: dict) -> Any:
     """An immutable Scala Map of these entries (a partition spec, table or partition parameters)."""
-    java = jvm(spark)
-    entries = java.java.util.LinkedHashMap()
+    entries = java_class(spark, "java.util.LinkedHashMap")()
     for key, value in values.items():
         entries.put(key, value)
-    evidence = getattr(getattr(java.scala, "$less$colon$less$"), "MODULE$").refl()
-    return java.scala.jdk.javaapi.CollectionConverters.asScala(entries).toMap(evidence)
+    evidence = java_class(spark, "scala.$less$colon$less$.MODULE$").refl()
+    return java_class(spark, "scala.jdk.javaapi.CollectionConverters").asScala(entries).toMap(evidence)
 
 
-def _python_map(scala_map: Any) -> dict[str, str]:
-    """The entries of a Scala Map of strings."""
-    keys = scala_map.keys().iterator()
-    result = {}
-    while keys.hasNext():
-        key = keys.next()
-        result[str(key)] = str(scala_map.apply(key))
-    return result
+def _python_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
+    """The entries of a Scala Map of strings (one round trip: `as_python`)."""
+    return {str(key): str(value) for key, value in as_python(spark, scala_map).items()}
 
 
 def _counted(parameters: dict[str, str], file_count: int, total_bytes: int) -> dict[str, str]:
@@ -75,10 +69,10 @@ def parameters_of(spark: SparkSession, info: TableInfo, specs: list[dict | None]
     found = []
     for spec in specs:
         if not spec:
-            found.append(_python_map(client.getRawHiveTable(info.database, info.name).hiveTableProps()))
+            found.append(_python_map(spark, client.getRawHiveTable(info.database, info.name).hiveTableProps()))
             continue
         partition = _partition(spark, client, info, spec)
-        found.append(_python_map(partition.parameters()) if partition is not None else {})
+        found.append(_python_map(spark, partition.parameters()) if partition is not None else {})
     return found
 
 
@@ -104,7 +98,7 @@ def set_file_stats(
     for number, (spec, file_count, total_bytes) in enumerate(units):
         if not spec:
             raw = client.getRawHiveTable(info.database, info.name)
-            current = _python_map(raw.hiveTableProps())
+            current = _python_map(spark, raw.hiveTableProps())
             parameters = _counted(current, file_count, total_bytes)
             client.alterTableProps(raw, _scala_map(spark, parameters))
         else:
@@ -115,7 +109,7 @@ def set_file_stats(
                 )
                 changes.append({})
                 continue
-            current = _python_map(partition.parameters())
+            current = _python_map(spark, partition.parameters())
             parameters = _counted(current, file_count, total_bytes)
             changed.append(_with_parameters(partition, _scala_map(spark, parameters)))
         changes.append(changed_parameters(baseline[number] if baseline else current, parameters))

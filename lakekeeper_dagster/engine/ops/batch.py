@@ -1,10 +1,9 @@
 """One batch of a compaction run through the protocol: write -> verify -> back up -> swap -> commit.
 
-A batch's units are written into hidden staging siblings, each in a Spark job of its own, `concurrent_jobs` at a
-time (`batching.write_mode: per_unit`, the default), or those of a partitioned table together (`one_job`), each
-unit's input fingerprint observed in the same pass; then verified by one Spark job over all staged outputs,
-registered in the backup with one statement, swapped one by one right after their swap guards, and committed
-together.
+A batch's units are written into hidden staging siblings (`ops/write.py`: those of a partitioned table in one Spark
+job per set of write settings); then verified by one Spark job that reads every staged output and every input the
+write read, each file's fingerprint credited to its unit; registered in the backup with one statement, swapped one
+by one right after their swap guards, and committed together.
 """
 
 from __future__ import annotations
@@ -22,13 +21,14 @@ from lakekeeper_dagster.engine.protocol.commit import abort_unit, commit_swapped
 from lakekeeper_dagster.engine.protocol.guards import guard_swap
 from lakekeeper_dagster.engine.protocol.swap import SwapAborted
 from lakekeeper_dagster.engine.protocol.writers import wait_for_writers
-from lakekeeper_dagster.engine.rewrite.content import file_fingerprints
+from lakekeeper_dagster.engine.rewrite.content import path_fingerprints
 from lakekeeper_dagster.engine.rewrite.encodings import (
     READER_SETTINGS,
     changed_encodings,
 )
-from lakekeeper_dagster.engine.rewrite.fingerprint import combine
+from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, combine
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster.engine.rewrite.schema import listed_on_driver
 from lakekeeper_dagster.engine.statuses import ProgressStep, UnitState, UnitStatus
 from spark_resources.py4j import isolated_session, java_cause
 
@@ -38,11 +38,13 @@ _COMMITTED_FIGURES = ("files_before", "files_after", "bytes_before", "bytes_afte
 
 
 def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
-    """Fingerprint every staged output in one Spark job, journal what was written, fail the units that differ.
+    """Fingerprint every staged output and the inputs it was written from in one Spark job, journal what was written,
+    fail the units whose output differs from their input.
 
-    Besides the fingerprints, each output's footers must count the rows the input's footers counted and keep the input's
-    encodings. A unit with concatenated files that fails is written again, whole, by Spark, and checked again: a fast
-    path that cannot keep what the files hold (ORC's calendar flag, for one) never fails a unit on every run.
+    Besides the fingerprints, the input's and the output's footers must count the rows Spark read, and the output
+    must keep the input's encodings. A unit with concatenated files that fails is written again, whole, by Spark, and
+    checked again: a fast path that cannot keep what the files hold (ORC's calendar flag, for one) never fails a unit
+    on every run.
     """
     if not items:
         return items
@@ -67,22 +69,28 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
         return {}
     storage, journal = run.storage, run.journal
     outputs = {item.index: storage.list_data_files(journal.units[item.index].incoming) for item in items}
-    owner = {f.name: index for index, files in outputs.items() for f in files}
-    if len(owner) != sum(len(files) for files in outputs.values()):
+    if len({f.name for files in outputs.values() for f in files}) != sum(len(files) for files in outputs.values()):
         raise OperationError(f"{run.info.qualified_name}: two staged outputs hold files of the same name; retry")
-    with run.spark_job(f"{run.info.qualified_name}: verify {len(items)} staged unit(s)"):
-        reader = isolated_session(run.spark, READER_SETTINGS)
-        per_file = file_fingerprints(
-            reader, run.info, run.schema, [journal.units[item.index].incoming for item in items]
-        )
-    unknown = sorted(set(per_file) - set(owner))
-    if unknown:
-        raise OperationError(f"{run.info.qualified_name}: staged file {unknown[0]} was not written by this run")
+    paths = [journal.units[item.index].incoming for item in items] + [p for item in items for p in item.spark_inputs]
+    with run.spark_job(f"{run.info.qualified_name}: verify {len(items)} staged unit(s) against their input"):
+        reader = isolated_session(run.spark, {**READER_SETTINGS, **listed_on_driver(paths)})
+        per_file = path_fingerprints(reader, run.info, run.schema, paths)
+    found: dict[str, dict[str, Fingerprint]] = {}  # directory -> file name -> fingerprint
+    for path, part in per_file.items():
+        directory, name = path.rsplit("/", 1)
+        found.setdefault(directory, {})[name] = part
     written = {}
     copied = run.info.file_format in COPIED_FORMATS  # no footers to count rows by: checked by their bytes or headers
     for item in items:
-        files = outputs[item.index]
-        output = combine([per_file[f.name] for f in files if f.name in per_file])
+        unit, files = journal.units[item.index], outputs[item.index]
+        read = found.get(storage.qualify(unit.incoming), {})
+        unknown = sorted(set(read) - {f.name for f in files})
+        if unknown:
+            raise OperationError(f"{run.info.qualified_name}: staged file {unknown[0]} was not written by this run")
+        output = combine(list(read.values()))
+        taken = {path.rsplit("/", 1)[1] for path in item.spark_inputs}
+        source = found.get(storage.qualify(unit.live), {})
+        item.before = combine([item.concatenated.before] + [part for name, part in source.items() if name in taken])
         result = item.result
         result.rows_before, result.checksum_before = item.before.rows, item.before.checksum
         result.rows_after, result.checksum_after = output.rows, output.checksum
@@ -96,8 +104,14 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
             # size and modification time: what tells rollback an output rewritten under its name since
             "output_snapshot": {f.name: [f.size, f.modification_time] for f in files},
         }
-        label = run.label(journal.units[item.index])
+        label = run.label(unit)
         untouched = "; the output was deleted and the original files are untouched"
+        if item.before.rows != item.footer_rows:
+            item.failure = (
+                f"{label}: verification failed: its {len(item.inputs)} file(s) hold {item.footer_rows} rows by their "
+                f"own metadata but Spark read {item.before.rows} (a file skipped or read short){untouched}"
+            )
+            continue
         try:
             footers = [] if copied else read_footers(run.spark, run.info.file_format, [f.path for f in files], label)
         except UnitFailure as failure:

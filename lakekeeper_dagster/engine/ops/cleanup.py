@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError
 from lakekeeper_dagster.engine.fs.locations import child, is_hidden, split_location
 from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.fs.trash import move_to_trash
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import list_databases, list_tables
 from lakekeeper_dagster.engine.hive.model import split_table_name, validated_name
@@ -139,7 +140,7 @@ def _refuse_unfinished_runs(storage: Storage, backup: backups.Backup) -> None:
 def _remove(storage: Storage, location: str, skip_trash: bool) -> str:
     if not storage.exists(location):
         return "already gone"
-    if not skip_trash and storage.move_to_trash(location):
+    if not skip_trash and move_to_trash(storage, location):
         return "moved to the Trash"
     storage.delete(location)
     return "deleted"

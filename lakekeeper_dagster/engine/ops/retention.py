@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import ConfigError, OperationError, StorageError
 from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.fs.trash import has_trash
 from lakekeeper_dagster.engine.hive.backup import find_backups
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, read_table
 from lakekeeper_dagster.engine.hive.model import TableInfo
@@ -104,7 +105,7 @@ def trash_refusals(storage: Storage, info: TableInfo) -> list[str]:
     """What would put the data a run moves away beyond the Trash: no Trash, or `external.table.purge`."""
     refusals: list[str] = []
     name = info.qualified_name
-    if not storage.has_trash(info.location):
+    if not has_trash(storage, info.location):
         refusals.append(
             f"{name}: its filesystem has no Trash (fs.trash.interval is 0), so the dropped partitions could not "
             "be recovered; configure one, or pass --skip-trash (skip_trash: true in Dagster) to delete them. "

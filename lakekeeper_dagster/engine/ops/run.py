@@ -80,6 +80,7 @@ class BatchItem:
     snapshot: DirEntries
     result: UnitResult
     inputs: list[DataFile]  # the snapshot's files this run rewrites
+    spark_inputs: list[str] = field(default_factory=list)  # the paths of those Spark rewrites (not concatenated)
     before: Fingerprint | None = None
     footer_rows: int = 0  # the input's rows as its files' own metadata count them
     encodings: dict | None = None  # what the input files use and the output keeps (`rewrite/encodings.py`)

@@ -1,10 +1,11 @@
 """The write step of a batch: each unit's inputs checked against their footers, what qualifies concatenated at the byte
-level (`rewrite/concat.py`), the rest rewritten by Spark into the unit's hidden staging sibling, the input fingerprint
-observed in the same pass.
+level (`rewrite/concat.py`), the rest rewritten by Spark into the unit's hidden staging sibling. The write computes
+nothing but the output: what proves it is the batch's verification read (`ops/batch.py`).
 
-Units are written each in a Spark job of its own, `concurrent_jobs` at a time (`batching.write_mode: per_unit`, the
-default), or, those of a partitioned table, together in one Spark job per set of write settings and per
-`ONE_JOB_UNITS` units (`one_job`, `rewrite/onejob.py`).
+The units of a partitioned table are written together, in one Spark job per set of write settings and codec
+(`batching.write_mode: one_job`, the default; `rewrite/onejob.py`), except a unit of several output files with sort
+columns, which is written alone to be sorted by range across its files; with `per_unit`, each unit is written in a
+Spark job of its own, `concurrent_jobs` at a time.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from lakekeeper_dagster.engine.rewrite.avroappend import append_unit
 from lakekeeper_dagster.engine.rewrite.codec import choose_codec
 from lakekeeper_dagster.engine.rewrite.concat import ConcatOutcome, concat_unit
 from lakekeeper_dagster.engine.rewrite.encodings import READER_SETTINGS, format_options, input_encodings, write_settings
-from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, from_observation, observed
 from lakekeeper_dagster.engine.rewrite.footers import read_footers
 from lakekeeper_dagster.engine.rewrite.onejob import COLUMN_PREFIX, UnitWrite, output, write_units
 from lakekeeper_dagster.engine.rewrite.schema import arrange, read_files, refuse_undeclared
@@ -37,9 +37,6 @@ from spark_resources.py4j import isolated_session, java_cause, java_messages
 log = logging.getLogger(__name__)
 
 SPARK_REPORT_SECONDS = 30.0  # while a batch's Spark writes run, say so this often
-# A one-job write observes two aggregates per unit on every row it reads (each unit's input fingerprint): with 100
-# units that is 200 per row, and 100 units in one job took twice as long as one job each (benchmarks/README.md).
-ONE_JOB_UNITS = 10
 
 
 def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
@@ -65,9 +62,10 @@ def _spark_inputs(run: CompactionRun, item: BatchItem) -> list[str]:
     item.footer_rows = sum(f.rows for f in footers)
     if wants("drop-input-file"):  # a file deleted between its footer and Spark's read
         run.storage.delete(paths[0])
-    item.codec = choose_codec(run.spark, run.info, item.inputs, run.codec_for(item))
+    item.codec = choose_codec(run.info, footers[0], run.codec_for(item))
     item.concatenated = _concatenate(run, item, footers, label)  # what qualifies first; the rest goes to Spark
-    return item.concatenated.rewrite
+    item.spark_inputs = item.concatenated.rewrite
+    return item.spark_inputs
 
 
 def _concatenate(run: CompactionRun, item: BatchItem, footers: list, label: str) -> ConcatOutcome:
@@ -79,7 +77,10 @@ def _concatenate(run: CompactionRun, item: BatchItem, footers: list, label: str)
     limits = (run.options.concat_min_row_group_bytes, run.options.thresholds.block_size_bytes)
     # only a rewrite sorts or drops columns
     rearranged = bool(run.sort_columns or item.result.dropped_columns or item.fell_back)
-    session = isolated_session(run.spark, write_settings(item.encodings))
+
+    def session():
+        return isolated_session(run.spark, write_settings(item.encodings))
+
     codec = run.codec_for(item)
     try:
         outcome = concat_unit(session, run.info, run.schema, footers, staging, limits, codec, label, rearranged)
@@ -142,18 +143,11 @@ def _unwritable(run: CompactionRun, item: BatchItem, error: Exception, together:
     )
 
 
-def _written(run: CompactionRun, item: BatchItem, before: Fingerprint, started: float) -> None:
-    """Check what the write read against the input files' footers, and report the unit written."""
+def _written(run: CompactionRun, item: BatchItem, started: float) -> None:
+    """Report the unit written (its fingerprints are taken by the batch's verification)."""
     unit = run.journal.units[item.index]
     if wants("drop-staged-file") or wants(f"drop-staged-file@{unit.partition}"):
         run.storage.delete(run.storage.list_data_files(unit.incoming)[0].path)
-    item.before = before = combine([item.concatenated.before, before])
-    if before.rows != item.footer_rows:
-        raise UnitFailure(
-            f"{run.label(unit)}: verification failed: its {len(item.inputs)} file(s) hold {item.footer_rows} rows by "
-            f"their own metadata but Spark read {before.rows} (a file skipped or read short); the output was deleted "
-            "and the original files are untouched"
-        )
     staged = run.storage.list_data_files(unit.incoming)
     figures = {"files_before": len(item.inputs), "files_after": len(staged), "bytes_before": item.input_bytes}
     figures.update(bytes_after=sum(f.size for f in staged), seconds=time.monotonic() - started)
@@ -164,33 +158,26 @@ def _written(run: CompactionRun, item: BatchItem, before: Fingerprint, started: 
 
 
 def _write_unit(run: CompactionRun, item: BatchItem, paths: list[str]) -> None:
-    """Write one compacted unit into its staging directory in a Spark job of its own, its input fingerprint
-    observed in the same pass, in a clone of the session under the reader settings and the input's encodings.
+    """Write one compacted unit into its staging directory in a Spark job of its own, in a clone of the session under
+    the reader settings and the input's encodings.
 
-    Runs in a worker thread (several units' Spark jobs at once); a failure is kept on the item, never raised.
+    Runs in a worker thread (several Spark jobs at once); a failure is kept on the item, never raised.
     """
     unit = run.journal.units[item.index]
     started = time.monotonic()
     try:
         if not paths:  # every input was concatenated
-            _written(run, item, EMPTY, started)
+            _written(run, item, started)
             return
         session = isolated_session(run.spark, write_settings(item.encodings))
         files = _spark_files(run, item)
         with run.spark_job(f"{run.label(unit)}: write {files} file(s)"):
-            # Observed after the range shuffle: in the writing (result) tasks, whose updates Spark applies once, not
-            # in map tasks, which re-run (and count again) when an executor with their output is lost.
-            df, observation = observed(
-                arrange(read_files(session, run.info, run.schema, paths), run.sort_columns, files),
-                f"lk-in-{run.journal.run_id}-{item.index}",
-            )
+            df = arrange(read_files(session, run.info, run.schema, paths), run.sort_columns, files)
             writer = df.write.mode(item.concatenated.write_mode)
             writer.format(run.info.file_format).options(**format_options(run.info))
             writer.option("compression", item.codec).save(unit.incoming)
         run.storage.delete(child(unit.incoming, "_SUCCESS"))
-        _written(run, item, from_observation(observation), started)
-    except UnitFailure as failure:
-        item.failure = str(failure)
+        _written(run, item, started)
     except Exception as error:
         item.failure = _unwritable(run, item, error)
 
@@ -208,8 +195,7 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
         files = sum(u.target_files for u in units)
         with run.spark_job(f"{run.info.qualified_name}: write {len(group)} partitions, {files} file(s), in one job"):
             writes = [UnitWrite(inputs[item.index], _spark_files(run, item)) for item in group]
-            name = f"lk-in-{run.journal.run_id}-{group[0].index}"
-            found = write_units(session, run.info, run.schema, writes, run.sort_columns, group[0].codec, root, name)
+            write_units(session, run.info, run.schema, writes, run.sort_columns, group[0].codec, root)
     except Exception as error:
         run.storage.delete(root)
         run.storage.delete_empty_dir(write_root(run.info.location, run.journal.run_id))
@@ -240,26 +226,27 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
     finally:
         run.storage.delete(root)
         run.storage.delete_empty_dir(write_root(run.info.location, run.journal.run_id))  # other groups may write
-    for item, before in zip(group, found, strict=True):
-        try:
-            _written(run, item, before, started)
-        except UnitFailure as failure:
-            item.failure = str(failure)
+    for item in group:
+        _written(run, item, started)
 
 
 def _write_jobs(run: CompactionRun, items: list[BatchItem]) -> list[list[BatchItem]]:
     """The batch's Spark write jobs: with `write_mode` one_job, the units of a partitioned table staged under its
-    location are grouped by their write settings and codec, at most `ONE_JOB_UNITS` a job; the others, and every
-    unit of a table with a column named like the one-job write's own, written alone."""
+    location are grouped by their write settings and codec, a job a group; written alone: a unit of several files
+    with sort columns (sorted by range across its files), a unit staged elsewhere, every unit of a table with a
+    column named like the one-job write's own, and every unit with `per_unit`."""
     clash = any(c.name.lower().startswith(COLUMN_PREFIX) for c in run.schema.fields)  # the write's own columns
     if run.options.batching.write_mode != WriteMode.ONE_JOB or clash:
         return [[item] for item in items]
     groups: dict[tuple, list[BatchItem]] = {}
     for item in items:
         incoming = run.journal.units[item.index].incoming
+        alone = not incoming.startswith(child(run.info.location, "")) or (
+            run.sort_columns and _spark_files(run, item) > 1
+        )
         key = (tuple(sorted(write_settings(item.encodings).items())), item.codec)
-        groups.setdefault(key if incoming.startswith(child(run.info.location, "")) else (item.index,), []).append(item)
-    return [group[i : i + ONE_JOB_UNITS] for group in groups.values() for i in range(0, len(group), ONE_JOB_UNITS)]
+        groups.setdefault((item.index,) if alone else key, []).append(item)
+    return list(groups.values())
 
 
 def _prepared(run: CompactionRun, item: BatchItem) -> list[str]:

@@ -16,6 +16,7 @@ from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.fs.trash import move_to_trash
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.catalog import table_exists
 from lakekeeper_dagster.engine.hive.model import TableInfo, partition_clause
@@ -205,7 +206,7 @@ def retire_copy(storage: Storage, unit: UnitRecord) -> list[str]:
     kept = set(unit.kept)
     for name in (n for n in unit.known if n not in kept):
         for path in (child(unit.retired, name), child(unit.retired, f".{name}.crc")):
-            if storage.exists(path) and not storage.move_to_trash(path):
+            if storage.exists(path) and not move_to_trash(storage, path):
                 storage.delete(path, recursive=False)
     if not storage.exists(unit.retired) or storage.delete_empty_dir(unit.retired):
         return []

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.fs.trash import move_to_trash, trash_location
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_identity, unregister_partition
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import taken_directories
@@ -39,8 +40,8 @@ def _remove(storage: Storage, unit: UnitRecord) -> str:
     if unit.details.get("skip_trash"):
         storage.delete(unit.live)
         return "deleted"
-    place = storage.trash_location(unit.live)
-    if not storage.move_to_trash(unit.live):
+    place = trash_location(storage, unit.live)
+    if not move_to_trash(storage, unit.live):
         raise OperationError(
             f"{unit.live} could not be moved to the Trash (none is configured for its filesystem any more); "
             "configure fs.trash.interval, then run `lakekeeper-dagster recover`. Its metastore entry is already gone"

@@ -25,6 +25,7 @@ from lakekeeper_dagster.engine.errors import OperationError, StorageError
 from lakekeeper_dagster.engine.faults import kill_point
 from lakekeeper_dagster.engine.fs.locations import child, is_hidden, is_marker
 from lakekeeper_dagster.engine.fs.storage import Storage
+from lakekeeper_dagster.engine.fs.trash import move_to_trash
 from lakekeeper_dagster.engine.hive.catalog import partition_identity, unregister_partition
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.hive.placement import taken_directories
@@ -45,7 +46,7 @@ def held_location(fine: dict, run_id: str) -> str:
 def _remove(storage: Storage, location: str, skip_trash: bool) -> None:
     if skip_trash:
         storage.delete(location)
-    elif not storage.move_to_trash(location):
+    elif not move_to_trash(storage, location):
         raise OperationError(f"{location} could not be moved to the Trash; configure fs.trash.interval, then `recover`")
 
 

@@ -10,7 +10,6 @@ from lakekeeper_dagster.engine.errors import ConfigError, UnitFailure
 from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
-from spark_resources.py4j import hadoop_conf, jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,33 +80,11 @@ def recompression_reason(
     return f"recompress {len(others)} file(s) from {', '.join(found)} to {wanted}", {f.path for f in others}
 
 
-def existing_codec(spark: SparkSession, info: TableInfo, file: DataFile) -> str:
-    """The codec of an existing data file, read from its footer (Parquet) or postscript (ORC)."""
-    java = jvm(spark)
-    conf = hadoop_conf(spark)
-    path = java.org.apache.hadoop.fs.Path(file.path)
-    if info.file_format == "parquet":
-        reader = java.org.apache.parquet.hadoop.ParquetFileReader.open(
-            java.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf)
-        )
-        try:
-            blocks = reader.getFooter().getBlocks()
-            if blocks.isEmpty() or blocks.get(0).getColumns().isEmpty():
-                return "snappy"
-            return str(blocks.get(0).getColumns().get(0).getCodec().name()).lower()
-        finally:
-            reader.close()
-    reader = java.org.apache.orc.OrcFile.createReader(path, java.org.apache.orc.OrcFile.readerOptions(conf))
-    try:
-        return str(reader.getCompressionKind().name()).lower()
-    finally:
-        reader.close()
-
-
-def choose_codec(spark: SparkSession, info: TableInfo, files: list[DataFile], codec: str | None = None) -> str:
-    """The run's `codec`, else TBLPROPERTIES' codec, else the codec the existing files use."""
+def choose_codec(info: TableInfo, first: FileFooter, codec: str | None = None) -> str:
+    """The run's `codec`, else TBLPROPERTIES' codec, else the codec the unit's first file uses (`first`, its footer;
+    snappy when it has no row group)."""
     if codec is not None:
         return normalize_codec(codec)
     if info.codec_property:
         return normalize_codec(info.codec_property)
-    return existing_codec(spark, info, files[0])
+    return first.codec or "snappy"

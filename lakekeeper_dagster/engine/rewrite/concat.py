@@ -33,6 +33,8 @@ from lakekeeper_dagster.engine.rewrite.schema import read_files
 from spark_resources.py4j import hadoop_conf, job_description, jvm
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
@@ -149,7 +151,7 @@ def concat_groups(
 
 
 def concat_unit(
-    spark: SparkSession,
+    session: Callable[[], SparkSession],
     info: TableInfo,
     schema: StructType,
     footers: list[FileFooter],
@@ -165,7 +167,7 @@ def concat_unit(
     `limits`: the smallest row group / stripe concatenated in bytes (0 turns concatenation off) and the block size an
     output stays near. `rearranged` (the run sorts rows or drops columns, which only a rewrite does) turns them off too.
     `codec`: the run's `codec` option, None to keep the files' (ORC cannot change it while concatenating: files of
-    another codec are then rewritten).
+    another codec are then rewritten). `session` makes the unit's reading session, only when something qualifies.
     """
     min_row_group_bytes, target_bytes = limits
     if min_row_group_bytes <= 0 or rearranged:
@@ -175,5 +177,8 @@ def concat_unit(
     plan = plan_concat(footers, min_row_group_bytes, target_bytes, wanted, recompresses=parquet)
     for path, why in plan.reasons.items():
         log.debug("%s: %s is rewritten, not concatenated: %s", label, path, why)
+    if not plan.groups:
+        return ConcatOutcome(list(plan.rewrite))
     directory, prefix = staging
-    return concat_groups(spark, info, schema, plan, footers, directory, prefix, wanted if parquet else None, label)
+    codec = wanted if parquet else None
+    return concat_groups(session(), info, schema, plan, footers, directory, prefix, codec, label)

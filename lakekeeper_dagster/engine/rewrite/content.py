@@ -11,7 +11,7 @@ from lakekeeper_dagster.engine.rewrite.fingerprint import (
     Fingerprint,
     combine,
     fingerprints_by_directory,
-    fingerprints_by_file,
+    fingerprints_by_path,
 )
 from lakekeeper_dagster.engine.rewrite.schema import read_files
 
@@ -27,14 +27,15 @@ def _avro_grouped(spark: SparkSession, paths: list[str], key) -> dict[str, Finge
     return {name: combine(found) for name, found in parts.items()}
 
 
-def file_fingerprints(
+def path_fingerprints(
     spark: SparkSession, info: TableInfo, schema: StructType, paths: list[str]
 ) -> dict[str, Fingerprint]:
-    """The fingerprint of each data file under `paths`, keyed by file name, in one Spark job (labelled by the
-    caller); `spark` is the run's reading session."""
+    """The fingerprint of each data file under `paths` (files or directories), keyed by its path as Hadoop's
+    `Path.toString()` prints it, in one Spark job (labelled by the caller); `spark` is the run's reading session.
+    Files that hold no rows do not appear."""
     if info.file_format == "avro":
-        return _avro_grouped(spark, paths, lambda path: path.rsplit("/", 1)[-1])
-    return fingerprints_by_file(read_files(spark, info, schema, paths), schema)
+        return _avro_grouped(spark, paths, lambda path: path)
+    return fingerprints_by_path(read_files(spark, info, schema, paths), schema)
 
 
 def directory_fingerprints(

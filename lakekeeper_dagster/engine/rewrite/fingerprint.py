@@ -96,15 +96,24 @@ def fingerprints_by_file(df: DataFrame, schema: StructType) -> dict[str, Fingerp
     return _per_file(df, schema, "file_name")
 
 
-def fingerprints_by_directory(df: DataFrame, schema: StructType) -> dict[str, Fingerprint]:
-    """The fingerprint of the files of each directory a file-source DataFrame reads, in one Spark job, keyed by the
-    directory as Hadoop's `Path.toString()` prints it (Spark reports file paths URI-encoded).
+def fingerprints_by_path(df: DataFrame, schema: StructType) -> dict[str, Fingerprint]:
+    """The fingerprint of each file a file-source DataFrame reads, in one Spark job, keyed by its path as Hadoop's
+    `Path.toString()` prints it (Spark reports file paths URI-encoded).
 
-    Directories whose files hold no rows do not appear.
+    Files that hold no rows do not appear.
     """
     from urllib.parse import unquote
 
+    return {unquote(path): part for path, part in _per_file(df, schema, "file_path").items()}
+
+
+def fingerprints_by_directory(df: DataFrame, schema: StructType) -> dict[str, Fingerprint]:
+    """The fingerprint of the files of each directory a file-source DataFrame reads, in one Spark job, keyed by the
+    directory as Hadoop's `Path.toString()` prints it.
+
+    Directories whose files hold no rows do not appear.
+    """
     parts: dict[str, list[Fingerprint]] = {}
-    for path, part in _per_file(df, schema, "file_path").items():
-        parts.setdefault(unquote(path).rsplit("/", 1)[0], []).append(part)
+    for path, part in fingerprints_by_path(df, schema).items():
+        parts.setdefault(path.rsplit("/", 1)[0], []).append(part)
     return {directory: combine(found) for directory, found in parts.items()}

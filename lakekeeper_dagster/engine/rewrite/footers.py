@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.errors import UnitFailure
-from spark_resources.py4j import hadoop_conf, java_cause, jvm
+from spark_resources.py4j import hadoop_conf, java_cause, java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,10 +40,11 @@ class FileFooter:
     the file holds no value they apply to (dates and INT64 timestamps; INT96 timestamps).
 
     `row_groups`: (rows, compressed bytes) of each Parquet row group / ORC stripe, in file order (`rows` is their
-    sum). `codecs`: the distinct compression codecs, sorted (ORC: its one CompressionKind). `physical_schema`:
-    Parquet's MessageType / ORC's TypeDescription as text. `writer`: Parquet's created_by; ORC's "file version|writer
-    version|software version". `key_values`: the key-value (ORC: user) metadata, sorted, values as UTF-8 text or
-    else hex. `encrypted`: a Parquet file with an encrypted footer or encrypted columns (never ORC).
+    sum). `codecs`: the distinct compression codecs, sorted (ORC: its one CompressionKind); `codec`: the one a file is
+    taken to use, lower case: its first column chunk's (ORC: its CompressionKind), "" without row groups.
+    `physical_schema`: Parquet's MessageType / ORC's TypeDescription as text. `writer`: Parquet's created_by; ORC's
+    "file version|writer version|software version". `key_values`: the key-value (ORC: user) metadata, sorted, values
+    as UTF-8 text or else hex. `encrypted`: a Parquet file with an encrypted footer or encrypted columns (never ORC).
     """
 
     path: str
@@ -55,6 +56,7 @@ class FileFooter:
     int96_rebase: str | None = None
     row_groups: tuple[tuple[int, int], ...] = ()
     codecs: tuple[str, ...] = ()
+    codec: str = ""
     physical_schema: str = ""
     writer: str = ""
     key_values: tuple[tuple[str, str], ...] = ()
@@ -174,6 +176,7 @@ def _walked_parquet(footer, path: str) -> FileFooter:
             for b, chunks in zip(blocks, plain, strict=True)
         ),
         codecs=tuple(sorted({str(c.getCodec().name()) for chunks in plain for c in chunks})),
+        codec=next((str(c.getCodec().name()).lower() for chunks in plain for c in chunks), ""),
         physical_schema=str(schema.toString()),
         writer=str(meta.getCreatedBy() or ""),
         key_values=tuple(sorted(metadata.items())),
@@ -203,6 +206,7 @@ def _parquet(java: _Classes, conf, path: str) -> FileFooter:
         int96_rebase=_rebase(metadata, LEGACY_INT96_KEY) if "INT96" in timestamps else None,
         row_groups=tuple(blocks),
         codecs=tuple(sorted({str(c["codec"]) for c in chunks})),
+        codec=str(chunks[0]["codec"]).lower() if chunks else "",
         physical_schema=str(schema.toString()),
         writer=str(meta.get("createdBy") or ""),
         key_values=tuple(sorted(metadata.items())),
@@ -228,7 +232,8 @@ def _orc(java: _Classes, conf, path: str) -> FileFooter:
             int(reader.getNumberOfRows()),
             tuple(str(name) for name in schema.getFieldNames()),
             row_groups=tuple((int(s.getNumberOfRows()), int(s.getLength())) for s in reader.getStripes()),
-            codecs=(str(reader.getCompressionKind().name()),),
+            codecs=(kind := str(reader.getCompressionKind().name()),),
+            codec=kind.lower(),
             physical_schema=str(schema.toString()),
             writer="|".join(str(part) for part in writer),
             key_values=tuple(sorted((str(i.getName()), _text(bytes(i.getValue().toByteArray()))) for i in user)),
@@ -241,14 +246,15 @@ def read_footers(spark: SparkSession, file_format: str, paths: list[str], label:
     """The footer of each Parquet/ORC file (in `paths`' order); UnitFailure naming the first unreadable one."""
     if file_format not in {"parquet", "orc"}:
         raise UnitFailure(f"{label}: cannot count the rows of {file_format} files independently; not compacted")
-    java, conf = jvm(spark), hadoop_conf(spark)
-    # Each step of a Java class's name is a py4j round trip: the classes are looked up once, not once a file.
+    conf, path = hadoop_conf(spark), java_class(spark, "org.apache.hadoop.fs.Path")
     if file_format == "parquet":
-        parquet = java.org.apache.parquet.hadoop
-        classes = _Classes(java.org.apache.hadoop.fs.Path, parquet.ParquetFileReader, parquet.metadata.ParquetMetadata)
-        read = _parquet
+        reader, metadata = (
+            java_class(spark, f"org.apache.parquet.hadoop.{n}")
+            for n in ("ParquetFileReader", "metadata.ParquetMetadata")
+        )
+        classes, read = _Classes(path, reader, metadata), _parquet
     else:
-        classes, read = _Classes(java.org.apache.hadoop.fs.Path, java.org.apache.orc.OrcFile), _orc
+        classes, read = _Classes(path, java_class(spark, "org.apache.orc.OrcFile")), _orc
     footers = []
     for path in paths:
         try:

@@ -1,10 +1,11 @@
 """Several units rewritten in ONE Spark job: one read of every unit's input files, one shuffle, one write.
 
-Each row is given its unit (from the directory of the file it was read from), its content hash and a bucket below
-the unit's target file count; a shuffle puts each (unit, bucket) on a task of its own, each task sorts its rows by
-the sort columns, and the write, partitioned by the unit, puts unit `i`'s files in `<root>/__lk_unit=i/` (`output`),
-which the caller moves, with one rename, to the unit's staging sibling. Each unit's input fingerprint is observed
-in the write's pass (one conditional count and sum per unit: a comparison per unit and row, no re-read).
+Each row is given its unit (from the directory of the file it was read from) and, in a unit of several output
+files, a bucket below that count from its content hash; a shuffle puts each (unit, bucket) on a task of its own, each
+task sorts its rows by the sort columns, and the write, partitioned by the unit, puts unit `i`'s files in
+`<root>/__lk_unit=i/` (`output`), which the caller moves, with one rename, to the unit's staging sibling. The job
+computes nothing else: the fingerprints that prove each unit's output are taken afterwards, by the batch's one
+verification read of its inputs and outputs (`ops/batch.py`), so the job's cost does not grow with its units.
 
 One job has one set of SQL settings and one codec: the caller groups units by them (`rewrite/encodings.py`).
 Compared with one job per unit, a unit of several files has each file sorted but not range-partitioned across its
@@ -20,16 +21,16 @@ from typing import TYPE_CHECKING
 from lakekeeper_dagster.engine.fs.locations import child
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.rewrite.encodings import format_options
-from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, row_hash
-from lakekeeper_dagster.engine.rewrite.schema import read_files
-from spark_resources.py4j import jvm
+from lakekeeper_dagster.engine.rewrite.fingerprint import row_hash
+from lakekeeper_dagster.engine.rewrite.schema import listed_on_driver, read_files
+from spark_resources.py4j import java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
 UNIT_COLUMN = "__lk_unit"
-_HASH, _TASK = "__lk_hash", "__lk_task"
+_TASK = "__lk_task"
 COLUMN_PREFIX = "__lk_"  # a table with a column of this prefix is written one job a unit (`ops/write.py`)
 _MASK = 0xFFFFFFFF
 
@@ -77,7 +78,7 @@ def task_keys(tasks: int) -> list[int]:
 
 def _directory_keys(spark: SparkSession, units: list[UnitWrite]) -> dict[str, int]:
     """Each input directory as Spark's `_metadata.file_path` spells it (the Hadoop Path's URI), to its unit."""
-    path = jvm(spark).org.apache.hadoop.fs.Path
+    path = java_class(spark, "org.apache.hadoop.fs.Path")
     keys: dict[str, int] = {}
     for position, unit in enumerate(units):
         for directory in {p.rsplit("/", 1)[0] for p in unit.paths}:
@@ -95,42 +96,30 @@ def write_units(
     sort_columns: tuple[str, ...],
     codec: str,
     root: str,
-    name: str,
-) -> list[Fingerprint]:
-    """Write `units` under `root` (`output(root, i)` each) in one Spark job of `spark` (the group's write session);
-    each unit's input fingerprint, observed as `name` in the same pass. A file read that no unit owns fails the job."""
-    from pyspark.sql import Observation
+) -> None:
+    """Write `units` under `root` (`output(root, i)` each) in one Spark job of `spark` (the group's write session).
+    A file read that no unit owns fails the job."""
     from pyspark.sql import functions as F
 
     keys = _directory_keys(spark, units)
     targets = [unit.target_files for unit in units]
     tasks = sum(targets)
     paths = [p for unit in units for p in unit.paths]
-    # Listed on the driver: past this threshold Spark lists the paths in a Spark job of one task per path.
-    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(len(paths) + 1))
+    for key, value in listed_on_driver(paths).items():
+        spark.conf.set(key, value)
     df = read_files(spark, info, schema, paths)
     file_path = F.col("_metadata.file_path")
     lookup = F.create_map(*[part for key, position in keys.items() for part in (F.lit(key), F.lit(position))])
     stray = F.raise_error(F.concat(F.lit("a file of no unit of this write: "), file_path))
-    unit = F.coalesce(lookup[F.regexp_replace(file_path, "/[^/]*$", "")], stray)
-    df = df.withColumn(UNIT_COLUMN, unit).withColumn(_HASH, row_hash(schema))
-    u, hashed = F.col(UNIT_COLUMN), F.col(_HASH).cast("decimal(38,0)")
-    metrics = []
-    for position in range(len(units)):
-        metrics += [
-            F.count(F.when(u == position, F.lit(1))).alias(f"rows_{position}"),
-            F.sum(F.when(u == position, hashed)).alias(f"checksum_{position}"),
-        ]
+    df = df.withColumn(UNIT_COLUMN, F.coalesce(lookup[F.regexp_replace(file_path, "/[^/]*$", "")], stray))
+    u = F.col(UNIT_COLUMN)
     offset = F.element_at(F.array(*[F.lit(o) for o in accumulate([0] + targets[:-1])]), u + 1)
     target = F.element_at(F.array(*[F.lit(t) for t in targets]), u + 1)
-    slot = (offset + F.pmod(F.col(_HASH), target)).cast("int")  # the row's (unit, bucket), 0 .. tasks - 1
+    # the content hash only where a unit has several files (evaluated lazily): a deterministic bucket, so a task run
+    # again puts each row where its first run did
+    bucket = F.when(target > 1, F.pmod(row_hash(schema), target)).otherwise(F.lit(0))
+    slot = (offset + bucket).cast("int")  # the row's (unit, bucket), 0 .. tasks - 1
     task = F.element_at(F.array(*[F.lit(k) for k in task_keys(tasks)]), slot + 1)
     df = df.withColumn(_TASK, task).repartition(tasks, F.col(_TASK)).drop(_TASK)
-    # Observed after the shuffle, in the write's own tasks: a shuffle map task run again (a lost executor) would
-    # count its rows twice, a result task's metrics count once.
-    observation = Observation(name)
-    df = df.observe(observation, *metrics).drop(_HASH)
     writer = df.sortWithinPartitions(UNIT_COLUMN, *sort_columns).write.mode("errorifexists").partitionBy(UNIT_COLUMN)
     writer.format(info.file_format).options(**format_options(info)).option("compression", codec).save(root)
-    values = observation.get
-    return [Fingerprint(int(values[f"rows_{i}"]), str(int(values[f"checksum_{i}"] or 0))) for i in range(len(units))]

@@ -40,6 +40,12 @@ def data_schema(info: TableInfo) -> StructType:
     return StructType([f for f in schema.fields if f.name not in info.partition_columns])
 
 
+def listed_on_driver(paths: list[str]) -> dict[str, str]:
+    """The SQL setting under which a read of `paths` lists them on the driver: past Spark's threshold (32) it lists
+    them in a Spark job of one task per path, which for a batch's thousands of input files costs more than the read."""
+    return {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(paths) + 1)}
+
+
 def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: list[str]) -> DataFrame:
     """Exactly these data files, read with the table's schema (columns missing from old files come out null).
 

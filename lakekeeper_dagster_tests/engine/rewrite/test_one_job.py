@@ -1,5 +1,5 @@
 """A batch's partitions written in ONE Spark job (`batching.write_mode: one_job`): each partition
-ends at its target file count with its content, its sort order, its own input fingerprint and its own encodings."""
+ends at its target file count with its content, its sort order, its own fingerprint and its own encodings."""
 
 from __future__ import annotations
 
@@ -30,27 +30,40 @@ def _rows_where(spark, table: str, condition: str) -> list[tuple]:
 
 
 @pytest.mark.cluster
-def test_a_batch_is_written_in_one_job_each_partition_at_its_target_count_sorted_and_intact(spark, database, data_dir):
+@pytest.mark.parametrize("sort_columns", [(), ("v",)])
+def test_a_batch_is_written_in_one_job_each_partition_at_its_target_count_sorted_and_intact(
+    spark, database, data_dir, sort_columns
+):
     table = make_table(spark, database, "ev", data_dir, partitions=PARTS, files=5, rows=300)
     before = rows_of(spark, table)
     size = max(sum(p.stat().st_size for p in data_files(data_dir / f"date={d['date']}")) for d in PARTS)
-    # a block of a third of the biggest partition: 3 files each, one job for the three partitions
-    options = dataclasses.replace(ONE_JOB, thresholds=Thresholds(size // 3 + 1, 1.0), sort_columns=("v",))
+    # a block of a third of the biggest partition: 3 files each
+    options = dataclasses.replace(ONE_JOB, thresholds=Thresholds(size // 3 + 1, 1.0), sort_columns=sort_columns)
     first = max(_jobs(spark), default=-1)
 
     results = compact_table(spark, database, "ev", options)
 
     assert [(r.status, r.target_files) for r in results] == [(UnitStatus.COMPACTED, 3)] * 3, [r.reason for r in results]
-    assert _writes(spark, first) == {f"lakekeeper compact {table}: write 3 partitions, 9 file(s), in one job"}
+    if sort_columns:  # each alone, to be sorted by range across its files
+        expected = {f"lakekeeper compact {table} partition date={d['date']}: write 3 file(s)" for d in PARTS}
+    else:  # one job for the three partitions
+        expected = {f"lakekeeper compact {table}: write 3 partitions, 9 file(s), in one job"}
+    assert _writes(spark, first) == expected
     assert rows_of(spark, table) == before
     assert [d for d in hidden_dirs(data_dir) if not d.startswith(".lk-old-")] == []  # only the backup's originals
     for result, spec in zip(results, PARTS, strict=True):
         files = data_files(data_dir / f"date={spec['date']}")
         assert len(files) == 3 == result.files_after
         assert result.row_count_preserved and result.checksum_matches
+        ranges = []
         for file in files:
             values = [r.v for r in spark.read.parquet(str(file)).collect()]
-            assert values and values == sorted(values), file
+            assert values
+            ranges.append((values[0], values[-1]))
+            assert not sort_columns or values == sorted(values), file
+        if sort_columns:  # no two files' ranges overlap
+            ranges.sort()
+            assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:], strict=False)), ranges
 
 
 def test_a_staged_file_lost_in_one_job_fails_that_partition_only(spark, database, data_dir, monkeypatch):
