@@ -1,6 +1,6 @@
 """One contender's run in its own process (its own Spark JVM, as a user's run would be).
 
-    python -m benchmarks.contenders ours|ours-one-job|bare-each|bare-onejob --metastore-uri U --warehouse W \
+    python -m benchmarks.contenders ours|ours-per-unit|bare-each|bare-onejob --metastore-uri U --warehouse W \
         --table D.T --block-size-mb 128 --ratio 10 [--setting KEY=VALUE ...] [--spark-conf KEY=VALUE ...] \
         [--output DIR] --result result.json
 
@@ -8,9 +8,8 @@
   the options a user's `lakekeeper.yaml` would give (`EngineSettings`); `--setting KEY=VALUE` (value in YAML/JSON
   syntax) sets one more of its keys, e.g. `byte_merge_min_row_group_mb=32`. A key this engine does not know is
   reported in the result (`settings_unknown`) and left out, so a benchmark runs on engines before and after it.
-  Each partition is written by a Spark job of its own, `concurrent_jobs` at once (`batching.write_mode: per_unit`,
-  the default).
-- `ours-one-job`: the same with `batching.write_mode: one_job` (a batch's partitions in Spark jobs of up to 10).
+  A batch's partitions are written by one Spark job (`batching.write_mode: one_job`, the default).
+- `ours-per-unit`: the same with `batching.write_mode: per_unit` (a Spark job per partition, 4 at once).
 - `bare-each`: the floor, partition after partition in one session: read the partition's files with the table's
   schema, coalesce to the same target count, write them to `--output` (no backup, no verification, no swap).
 - `bare-onejob`: the floor, every partition in one Spark job: one read of all partition directories, a shuffle
@@ -159,16 +158,16 @@ def run_bare_onejob(
     }
 
 
-def run_ours_one_job(
+def run_ours_per_unit(
     spark, database: str, table: str, block_size_mb: int, ratio: float, output: str | None, settings: dict
 ) -> dict:
-    one_job = {**settings, "batching": {**settings.get("batching", {}), "write_mode": "one_job"}}
-    return run_ours(spark, database, table, block_size_mb, ratio, output, one_job)
+    per_unit = {**settings, "batching": {**settings.get("batching", {}), "write_mode": "per_unit"}}
+    return run_ours(spark, database, table, block_size_mb, ratio, output, per_unit)
 
 
 RUNNERS = {
     "ours": run_ours,
-    "ours-one-job": run_ours_one_job,
+    "ours-per-unit": run_ours_per_unit,
     "bare-each": run_bare_each,
     "bare-onejob": run_bare_onejob,
 }

@@ -22,7 +22,7 @@ from benchmarks.hdfs_tables import HdfsPath, HdfsTables
 REPO = Path(__file__).resolve().parents[1]
 BENCH_HOME = REPO / ".bench"
 LAKEKEEPER_VERSION = "0.0.6"
-IN_PROCESS = ("ours", "ours-one-job", "bare-each", "bare-onejob")
+IN_PROCESS = ("ours", "ours-per-unit", "bare-each", "bare-onejob")
 RUN_FILES = ("result.json", "stdout.log", "stderr.log", "lakekeeper.yaml")  # what `run` writes in the run's directory
 
 

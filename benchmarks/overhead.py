@@ -1,8 +1,8 @@
 """Benchmark 1 — overhead against the floor: lakekeeper-dagster (full protocol: snapshot, write, verification of
 count and content checksum, backup, re-list, swap, commit) against a bare Spark job that reads the same files,
 coalesces to the same counts and writes them, partition after partition and in one job; ours runs with both
-write modes (`ours`: one Spark job per partition, the default; `ours-one-job`: a batch's partitions in jobs of up
-to 10).
+write modes (`ours`: a batch's partitions in one Spark job, the default; `ours-per-unit`: a Spark job per partition,
+4 at once). `--baseline REVISION` also runs `ours` on that revision's code (`ours@REVISION`).
 
     nice -n 15 .venv/bin/python -m benchmarks.overhead            # 100x20 (5M rows) and 3x200 (demo), 3 runs
     nice -n 15 .venv/bin/python -m benchmarks.overhead --dataset 10x20x500000 --runs 1   # quick
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from benchmarks import harness, hdfs_tables
 
-CONTENDERS = ["ours", "ours-one-job", "bare-each", "bare-onejob"]
+CONTENDERS = ["ours", "ours-per-unit", "bare-each", "bare-onejob"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -152,7 +152,7 @@ def yarn_conf(work_dir: Path, clusters: contextlib.ExitStack) -> dict[str, str]:
 
 
 def ratios_of(summary: dict, masters: list[str], filesystems: list[str]) -> dict:
-    """Each engine contender's wall time over each bare one's, and one_job's over per_unit's, where both ran (on
+    """Each engine contender's wall time over each bare one's, and per_unit's over one_job's, where both ran (on
     each master and filesystem: their label suffixes); a contender's on a cluster over its own in local mode (on
     the same filesystem), and its on HDFS over its own on the local filesystem (on the same master)."""
     wall = {c: s["wall_median_s"] for c, s in summary.items()}
@@ -160,8 +160,8 @@ def ratios_of(summary: dict, masters: list[str], filesystems: list[str]) -> dict
     for m in masters:
         for f in filesystems:
             s = m + f
-            pairs += [(a + s, b + s) for a in ("ours", "ours-one-job") for b in ("bare-onejob", "bare-each")]
-            pairs.append(("ours-one-job" + s, "ours" + s))
+            pairs += [(a + s, b + s) for a in ("ours", "ours-per-unit") for b in ("bare-onejob", "bare-each")]
+            pairs.append(("ours-per-unit" + s, "ours" + s))
             pairs += [(c + s, c + f) for c in CONTENDERS if m]
             pairs += [(c + s, c + m) for c in CONTENDERS if f]
     return {f"{a} / {b}": round(wall[a] / wall[b], 3) for a, b in pairs if a in wall and b in wall}

@@ -40,14 +40,16 @@ class BatchSettings(StrictModel):
     """
 
     write_mode: WriteMode = Field(
-        default=WriteMode.PER_UNIT,
-        description="per_unit: each partition is written by a Spark job of its own, concurrent_jobs at a time, and "
-        "a partition of several output files is sorted by range across its files; one_job: a batch's partitions "
-        "are written by one Spark job per set of write settings (Parquet encodings, codec) and per 10 partitions, "
-        "sorted within each file (measured slower on 2 cores: benchmarks/README.md).",
+        default=WriteMode.ONE_JOB,
+        description="one_job: a batch's partitions are written together, by one Spark job per set of write settings "
+        "(Parquet encodings, codec): one read, a shuffle that gives each output file a task, one write; a partition "
+        "of several output files with sort_columns is written by a job of its own, sorted by range across its "
+        "files. per_unit: each partition by a Spark job of its own, concurrent_jobs at a time (no shuffle unless "
+        "sorting): measured as fast for partitions of a few MB, and 1.2-1.4x slower for tiny ones "
+        "(benchmarks/README.md).",
     )
     concurrent_jobs: int = Field(
-        default=4, ge=1, le=64, description="Spark write jobs at once (1: one partition after another)."
+        default=4, ge=1, le=64, description="Spark write jobs at once (1: one job after another)."
     )
     max_partitions: int = Field(default=100, ge=1, description="At most this many partitions in one batch.")
     max_mb: int = Field(

@@ -15,9 +15,10 @@ def namenode(storage: Storage, location: str) -> tuple[Any, Any] | None:
     """The HDFS FileSystem and path behind `location` (a `viewfs://` mount resolved to its namespace), or None when
     it is not on HDFS."""
     fs, path = storage.java(location)
-    if str(fs.getScheme()) == "viewfs":
-        fs, path = storage.java(str(fs.resolvePath(path).toString()))
-    return (fs, path) if str(fs.getScheme()) == "hdfs" else None
+    if storage.scheme(location) == "viewfs":
+        location = str(fs.resolvePath(path).toString())
+        fs, path = storage.java(location)
+    return (fs, path) if storage.scheme(location) == "hdfs" else None
 
 
 def is_hdfs(storage: Storage, location: str) -> bool:

@@ -82,6 +82,7 @@ class Storage:
         self._filesystems: dict[str, object] = {}
         self._contexts: dict[str, object] = {}
         self._without_acls: set[str] = set()  # filesystems found not to support ACLs
+        self._schemes: dict[str, str] = {}
 
     def _path(self, location: str):
         """The Hadoop Path of `location`: made once (a Path is immutable), as a run asks of the same few again."""
@@ -96,6 +97,13 @@ class Storage:
         if root not in self._filesystems:
             self._filesystems[root] = self._path(location).getFileSystem(self.conf)
         return self._filesystems[root]
+
+    def scheme(self, location: str) -> str:
+        """The scheme of `location`'s filesystem (`hdfs`, `file`, `viewfs`...), asked once per filesystem."""
+        root = _filesystem_root(location)
+        if root not in self._schemes:
+            self._schemes[root] = str(self._fs(location).getScheme())
+        return self._schemes[root]
 
     def _context(self, location: str):
         root = _filesystem_root(location)
@@ -244,11 +252,12 @@ class Storage:
         finally:
             stream.close()
 
-    def _create_small(self, fs, path, overwrite: bool):
+    def _create_small(self, location: str, overwrite: bool):
         """An output stream for a small file: on HDFS in blocks of 1 MiB (the NameNode's default minimum), since a
         file being written is charged a whole block, times its replication, against a space quota: a journal record
         or a lease then costs ~1 MiB each, not 128."""
-        if str(fs.getScheme()) != "hdfs":
+        fs, path = self._fs(location), self._path(location)
+        if self.scheme(location) != "hdfs":
             return fs.create(path, overwrite)
         try:
             return fs.create(path, overwrite, 4096, fs.getDefaultReplication(path), SMALL_FILE_BLOCK)
@@ -259,8 +268,7 @@ class Storage:
 
     def write_text(self, location: str, text: str, overwrite: bool = True) -> None:
         """Write a small text file durably (hflush/hsync before close where the filesystem supports it)."""
-        fs = self._fs(location)
-        stream = self._create_small(fs, self._path(location), overwrite)
+        stream = self._create_small(location, overwrite)
         try:
             stream.write(bytearray(text.encode("utf-8")))
             stream.hsync()
@@ -273,14 +281,14 @@ class Storage:
         path = self._path(location)
         overwrite = False  # HDFS refuses an existing path atomically in the NameNode
         try:
-            if str(fs.getScheme()) == "file":
+            if self.scheme(location) == "file":
                 # The local filesystem's create(overwrite=False) checks, then creates: two processes can both
                 # succeed. Claim the name with an exclusive create (O_EXCL) first, then write our own file.
                 no_attributes = self._gateway.new_array(self.jvm.java.nio.file.attribute.FileAttribute, 0)
                 fs.mkdirs(path.getParent())  # as create() would
                 self.jvm.java.nio.file.Files.createFile(fs.pathToFile(path).toPath(), no_attributes)
                 overwrite = True
-            stream = self._create_small(fs, path, overwrite)
+            stream = self._create_small(location, overwrite)
         except Exception as error:  # py4j wraps FileAlreadyExistsException
             if fs.exists(path):
                 return False

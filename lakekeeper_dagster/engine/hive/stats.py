@@ -48,9 +48,15 @@ def _counted(parameters: dict[str, str], file_count: int, total_bytes: int) -> d
     return {**parameters, **counts}
 
 
+_FIELD_NAMES: dict[str, list[str]] = {}  # a case class's field names, by class: asked once, not once a partition
+
+
 def _with_parameters(partition: Any, parameters: Any) -> Any:
     """`partition.copy(parameters=...)` through py4j, whatever the class's arity in this Spark version."""
-    names = [str(partition.productElementName(i)) for i in range(partition.productArity())]
+    kind = str(partition.getClass().getName())
+    if kind not in _FIELD_NAMES:
+        _FIELD_NAMES[kind] = [str(partition.productElementName(i)) for i in range(partition.productArity())]
+    names = _FIELD_NAMES[kind]
     values = [parameters if name == "parameters" else partition.productElement(i) for i, name in enumerate(names)]
     return partition.copy(*values)
 

@@ -69,7 +69,7 @@ class Batching:
     max_units: int = 100
     max_bytes: int = 8 * 1024**3
     concurrent_jobs: int = 4
-    write_mode: WriteMode = WriteMode.PER_UNIT
+    write_mode: WriteMode = WriteMode.ONE_JOB
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "write_mode", WriteMode(self.write_mode))

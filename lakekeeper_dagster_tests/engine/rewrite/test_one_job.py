@@ -1,4 +1,4 @@
-"""A batch's partitions written in ONE Spark job (`batching.write_mode: one_job`): each partition
+"""A batch's partitions written in ONE Spark job (`batching.write_mode: one_job`, the default): each partition
 ends at its target file count with its content, its sort order, its own fingerprint and its own encodings."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from lakekeeper_dagster_tests.tables import OPTIONS, data_files, hidden_dirs, ma
 
 PARTS = [{"date": f"2024-01-0{d}"} for d in (1, 2, 3)]
 ONE_JOB = dataclasses.replace(OPTIONS, batching=Batching(write_mode=WriteMode.ONE_JOB))
+PER_UNIT = dataclasses.replace(OPTIONS, batching=Batching(write_mode=WriteMode.PER_UNIT))
 
 
 def _writes(spark, before: int) -> set[str]:
@@ -147,7 +148,7 @@ def test_per_unit_writes_each_partition_in_its_own_job(spark, database, data_dir
     table = make_table(spark, database, "ev", data_dir, partitions=PARTS[:2], files=3)
     before = rows_of(spark, table)
     first = max(_jobs(spark), default=-1)
-    results = compact_table(spark, database, "ev", OPTIONS)  # per_unit: the default
+    results = compact_table(spark, database, "ev", PER_UNIT)
 
     assert [r.status for r in results] == [UnitStatus.COMPACTED] * 2
     assert rows_of(spark, table) == before
