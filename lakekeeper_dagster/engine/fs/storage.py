@@ -207,11 +207,19 @@ class Storage:
         """Rename `source` (file or directory) to exactly `target`, atomically refusing an existing target.
 
         `FileSystem.rename` moves a directory *into* an existing target directory on HDFS, which would corrupt a
-        swap; `FileContext.rename` without OVERWRITE fails instead, and the check is atomic in the NameNode.
+        swap; `FileContext.rename` without OVERWRITE fails instead, atomically in the NameNode. On the local filesystem
+        it checks, then renames (not atomic there either), forking `stat` per check: the same checks are made here.
         """
         src, dst = self._path(source), self._path(target)
         try:
-            self._context(source).rename(src, dst, self._no_overwrite)
+            if self.scheme(source) != "file":
+                self._context(source).rename(src, dst, self._no_overwrite)
+            elif self.exists(target):
+                raise StorageError(f"{target} exists")
+            elif not self._fs(source).exists(dst.getParent()):
+                raise StorageError(f"the parent directory of {target} does not exist")
+            elif not self._fs(source).rename(src, dst):
+                raise StorageError("the filesystem refused it")
         except Exception as error:  # py4j wraps the Java exception; name the cause in our words
             cause = _cause(error)
             if is_java_error(error, "FileAlreadyExistsException") or self.exists(target):

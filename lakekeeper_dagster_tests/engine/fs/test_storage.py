@@ -76,6 +76,20 @@ def test_rename_strict_refuses_to_nest(storage, tmp_path):
     assert (dst / "f").read_text() == "data" and not src.exists()
 
 
+def test_a_local_rename_moves_the_checksum_and_refuses_a_missing_parent_or_source(storage, tmp_path):
+    storage.write_text((tmp_path / "a").as_uri(), "data")  # beside it, the local filesystem's .a.crc
+
+    storage.rename_strict((tmp_path / "a").as_uri(), (tmp_path / "b").as_uri())
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.crc", "b"]
+    assert storage.read_text((tmp_path / "b").as_uri()) == "data"
+    with pytest.raises(StorageError, match="parent directory .* does not exist"):  # never made by the rename
+        storage.rename_strict((tmp_path / "b").as_uri(), (tmp_path / "gone" / "c").as_uri())
+    assert not (tmp_path / "gone").exists() and (tmp_path / "b").exists()
+    with pytest.raises(StorageError, match="cannot rename .*nothing: it does not exist"):
+        storage.rename_strict((tmp_path / "nothing").as_uri(), (tmp_path / "c").as_uri())
+
+
 def test_replace_file_puts_a_file_in_place_of_another_in_one_rename(storage, tmp_path):
     """`failures.json` is replaced so: onto the old file, which HDFS's NameNode does atomically (a local filesystem
     deletes, then renames, inside the call); a source that is gone is a StorageError naming both."""
