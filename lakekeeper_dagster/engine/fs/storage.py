@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from lakekeeper_dagster.engine import faults
 from lakekeeper_dagster.engine.errors import StorageError
 from lakekeeper_dagster.engine.fs.access import denied
-from lakekeeper_dagster.engine.fs.entries import Entry, EntryReader, by_getters
+from lakekeeper_dagster.engine.fs.entries import Entry, EntryReader
 from lakekeeper_dagster.engine.fs.locations import is_hidden
 from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_messages, jvm
 
@@ -74,7 +74,7 @@ class Storage:
         hadoop_fs = self.jvm.org.apache.hadoop.fs  # each py4j class lookup is a round trip: look up once
         self._path_class = hadoop_fs.Path
         self._file_context_class = hadoop_fs.FileContext
-        self._reader: EntryReader | None = None  # made on the first listing
+        self._reader = EntryReader(self.jvm)
         self._paths: dict[str, Any] = {}
         self._no_overwrite, self._overwrite = (self._gateway.new_array(hadoop_fs.Options.Rename, 1) for _ in "ab")
         self._no_overwrite[0], self._overwrite[0] = hadoop_fs.Options.Rename.NONE, hadoop_fs.Options.Rename.OVERWRITE
@@ -127,18 +127,15 @@ class Storage:
         """The entries directly under `location`, from one listing call; None when it does not exist."""
         fs, path = self._fs(location), self._path(location)
         try:
-            return self._read(fs.listStatus(path))
+            return self._read(fs.listStatus(path), location)
         except Exception:  # py4j wraps FileNotFoundException
             if not fs.exists(path):
                 return None
             raise
 
-    def _read(self, statuses) -> list[Entry]:
+    def _read(self, statuses, location: str) -> list[Entry]:
         """A `FileStatus[]`'s entries: its JSON in one round trip (`fs/entries.py`), else field by field."""
-        if self._reader is None:
-            self._reader = EntryReader(self.jvm)
-        entries = self._reader.read(statuses)
-        return by_getters(statuses) if entries is None else entries
+        return self._reader.read(statuses, _filesystem_root(location))
 
     def list_entries(self, location: str) -> DirEntries:
         """Subdirectory names and data files (size, mtime) directly under `location`, from one listing call."""
@@ -171,7 +168,8 @@ class Storage:
     def glob(self, pattern: str) -> list[tuple[str, bool, int]]:
         """(path, is directory, modification time ms) of what a Hadoop glob pattern matches; one listing call."""
         statuses = self._fs(pattern).globStatus(self._path(pattern))
-        return [] if statuses is None else [(e.path, e.is_directory, e.modification_time) for e in self._read(statuses)]
+        entries = [] if statuses is None else self._read(statuses, pattern)
+        return [(e.path, e.is_directory, e.modification_time) for e in entries]
 
     def newest_modification_time(self, location: str, limit: int) -> int | None:
         """The newest modification time of `location` and the files below it (recursively), or None when more than

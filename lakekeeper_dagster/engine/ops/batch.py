@@ -1,8 +1,9 @@
 """One batch of a compaction run through the protocol: write -> verify -> back up -> swap -> commit.
 
 A batch's units are written into hidden staging siblings (`ops/write.py`: those of a partitioned table in one Spark
-job per set of write settings); then verified by one Spark job that reads every staged output and every input the
-write read, each file's fingerprint credited to its unit; registered in the backup with one statement, swapped one
+job per set of write settings); then verified by one Spark job that reads every staged output and every input Spark
+rewrote (concatenated inputs are fingerprinted when concatenated), each file's fingerprint credited to its unit;
+registered in the backup with one statement, swapped one
 by one right after their swap guards, and committed together.
 """
 
@@ -12,7 +13,7 @@ import logging
 import time
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
-from lakekeeper_dagster.engine.faults import kill_point
+from lakekeeper_dagster.engine.faults import kill_point, wants
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
@@ -48,6 +49,9 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     """
     if not items:
         return items
+    for item in items:  # a writer deleting an input between the write and its verification
+        if item.spark_inputs and wants(f"drop-input-after-write@{run.journal.units[item.index].partition}"):
+            run.storage.delete(item.spark_inputs[0])
     written = _check(run, items)
     rewritable = run.info.file_format not in COPIED_FORMATS  # text and Avro have no other path
     again = [item for item in items if rewritable and item.failure and item.concatenated.outputs and not item.fell_back]
@@ -63,14 +67,10 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     return _drop_failed(run, items)
 
 
-def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
-    """What `_verify` journals for each staged unit; the units that differ get their `failure`."""
-    if not items:
-        return {}
+def _read_back(run: CompactionRun, items: list[BatchItem]) -> dict[str, dict[str, Fingerprint]]:
+    """The fingerprint of every staged output file and of every input file Spark rewrote, by directory and name, in
+    one Spark job; a directory read that is no unit's fails the run (a path spelled two ways)."""
     storage, journal = run.storage, run.journal
-    outputs = {item.index: storage.list_data_files(journal.units[item.index].incoming) for item in items}
-    if len({f.name for files in outputs.values() for f in files}) != sum(len(files) for files in outputs.values()):
-        raise OperationError(f"{run.info.qualified_name}: two staged outputs hold files of the same name; retry")
     paths = [journal.units[item.index].incoming for item in items] + [p for item in items for p in item.spark_inputs]
     with run.spark_job(f"{run.info.qualified_name}: verify {len(items)} staged unit(s) against their input"):
         reader = isolated_session(run.spark, {**READER_SETTINGS, **listed_on_driver(paths)})
@@ -79,6 +79,39 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
     for path, part in per_file.items():
         directory, name = path.rsplit("/", 1)
         found.setdefault(directory, {})[name] = part
+    units = [journal.units[item.index] for item in items]
+    claimed = {storage.qualify(u.incoming) for u in units} | {storage.qualify(u.live) for u in units}
+    if stray := sorted(set(found) - claimed):
+        raise OperationError(
+            f"{run.info.qualified_name}: verification read files of {stray[0]}, which is no unit's staged or live "
+            f"directory as the filesystem spells them ({sorted(claimed)[0]}, ...); nothing was swapped. Report this."
+        )
+    return found
+
+
+def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
+    """What `_verify` journals for each staged unit; the units that differ get their `failure`. When the read fails
+    (a file changed or gone since the write: another job at work), each unit is read again alone, so that one fails
+    alone."""
+    if not items:
+        return {}
+    storage, journal = run.storage, run.journal
+    outputs = {item.index: storage.list_data_files(journal.units[item.index].incoming) for item in items}
+    try:
+        found = _read_back(run, items)
+    except OperationError:
+        raise
+    except Exception as error:
+        if len(items) > 1:
+            return {index: done for item in items for index, done in _check(run, [item]).items()}
+        (item,) = items
+        item.result.raced = True  # a writer at work: the next run may well succeed
+        item.failure = (
+            f"{run.label(journal.units[item.index])}: verification could not read its files back "
+            f"({java_cause(error).splitlines()[0][:300]}): one changed or vanished since the write (another job at "
+            "work?); the output was deleted and the original files are untouched"
+        )
+        return {}
     written = {}
     copied = run.info.file_format in COPIED_FORMATS  # no footers to count rows by: checked by their bytes or headers
     for item in items:

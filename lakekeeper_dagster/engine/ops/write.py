@@ -185,7 +185,8 @@ def _write_unit(run: CompactionRun, item: BatchItem, paths: list[str]) -> None:
 def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int, list[str]]) -> None:
     """Write units sharing their write settings and codec in ONE Spark job (`rewrite/onejob.py`) under the run's
     write root, then move each unit's output to its staging sibling (one rename). When the Spark job fails, its
-    output is deleted and each unit is written again in a job of its own, so one unreadable partition fails alone;
+    output is deleted and each unit is written again in a job of its own (`concurrent_jobs` at a time), so one
+    unreadable partition fails alone;
     a failure while moving the outputs fails every unit of the group, their outputs deleted."""
     units = [run.journal.units[item.index] for item in group]
     root = child(write_root(run.info.location, run.journal.run_id), str(group[0].index))  # groups run concurrently
@@ -204,8 +205,8 @@ def _write_together(run: CompactionRun, group: list[BatchItem], inputs: dict[int
         log.warning(
             "%s: the one-job write of %s failed (%s); writing each alone", run.info.qualified_name, names, cause
         )
-        for item in group:
-            _write_unit(run, item, inputs[item.index])
+        with ThreadPoolExecutor(run.options.batching.concurrent_jobs, thread_name_prefix="lk-write-alone") as pool:
+            list(pool.map(lambda item: _write_unit(run, item, inputs[item.index]), group))  # never raises
         return
     try:
         for position, (item, unit) in enumerate(zip(group, units, strict=True)):

@@ -124,8 +124,6 @@ def concat_groups(
     `spark`: the unit's reading session. `codec`: the codec the outputs get, as the footers name it (Parquet only;
     None keeps the inputs'). An ORC input `mergeFiles` did not take is returned in `rewrite` with the others.
     """
-    if not plan.groups:
-        return ConcatOutcome(list(plan.rewrite))
     by_path = {f.path: f for f in footers}
     concatenate = _parquet if info.file_format == "parquet" else _orc
     rewrite, concatenated, outputs = list(plan.rewrite), [], 0

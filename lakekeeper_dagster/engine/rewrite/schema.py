@@ -40,10 +40,14 @@ def data_schema(info: TableInfo) -> StructType:
     return StructType([f for f in schema.fields if f.name not in info.partition_columns])
 
 
+LISTED_ON_DRIVER_MAX = 10_000  # more paths than this: listed by Spark's parallel listing job after all
+
+
 def listed_on_driver(paths: list[str]) -> dict[str, str]:
     """The SQL setting under which a read of `paths` lists them on the driver: past Spark's threshold (32) it lists
-    them in a Spark job of one task per path, which for a batch's thousands of input files costs more than the read."""
-    return {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(paths) + 1)}
+    them in a Spark job of one task per path, which for a batch's thousands of small input files costs more than
+    the read; past `LISTED_ON_DRIVER_MAX`, one status call after another on the driver would cost more."""
+    return {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(min(len(paths), LISTED_ON_DRIVER_MAX) + 1)}
 
 
 def read_files(spark: SparkSession, info: TableInfo, schema: StructType, paths: list[str]) -> DataFrame:

@@ -86,6 +86,26 @@ def test_a_staged_file_lost_in_one_job_fails_that_partition_only(spark, database
     assert [d for d in hidden_dirs(data_dir) if not d.startswith(".lk-old-")] == []  # only the backup's originals
 
 
+def test_an_input_deleted_after_the_write_fails_that_partition_alone(spark, database, data_dir, monkeypatch):
+    table = make_table(spark, database, "ev", data_dir, partitions=PARTS, files=3)
+    others = [d["date"] for d in PARTS if d["date"] != "2024-01-02"]
+    expected = _rows_where(spark, table, f"date IN ('{others[0]}', '{others[1]}')")
+    victim = sorted(data_files(data_dir / "date=2024-01-02"))
+    monkeypatch.setenv("LAKEKEEPER_FAULT", "drop-input-after-write@date=2024-01-02")  # a writer's delete
+
+    results = {r.partition: r for r in compact_table(spark, database, "ev", ONE_JOB)}
+
+    failed = results.pop("date=2024-01-02")
+    assert failed.status == UnitStatus.FAILED and failed.raced, failed.reason
+    assert "verification could not read its files back" in failed.reason
+    assert sorted(data_files(data_dir / "date=2024-01-02")) == victim[1:]  # the writer's delete only
+    assert [(r.status, r.files_after, r.checksum_matches) for r in results.values()] == [
+        (UnitStatus.COMPACTED, 1, True)
+    ] * 2
+    assert _rows_where(spark, table, f"date IN ('{others[0]}', '{others[1]}')") == expected
+    assert [d for d in hidden_dirs(data_dir) if not d.startswith(".lk-old-")] == []
+
+
 def test_a_partition_spark_cannot_read_fails_alone_and_its_job_mates_are_written_each_alone(spark, database, data_dir):
     table = make_table(spark, database, "ev", data_dir, partitions=PARTS, files=4)
     bad = data_dir / "date=2024-01-02"
