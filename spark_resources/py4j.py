@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -27,17 +27,26 @@ def jvm(spark: SparkSession) -> Any:
 _CACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # gateway -> {key: what was looked up or made once}
 
 
+def cached(spark: SparkSession, key: str, make: Callable[[], Any]) -> Any:
+    """What `make()` returns, made once per JVM (the session's gateway) under `key`."""
+    values = _CACHED.setdefault(gateway(spark), {})
+    if key not in values:
+        values[key] = make()
+    return values[key]
+
+
 def java_class(spark: SparkSession, name: str) -> Any:
     """The JVM class (or static member) `name`, e.g. `org.apache.hadoop.fs.Path`, looked up once per JVM: through
     `jvm(spark)` each step of a name is a py4j round trip, and the hot paths of a run ask for the same few classes
     for every file and partition."""
-    classes = _CACHED.setdefault(gateway(spark), {})
-    if name not in classes:
+
+    def look_up() -> Any:
         found = jvm(spark)
         for step in name.split("."):
             found = getattr(found, step)
-        classes[name] = found
-    return classes[name]
+        return found
+
+    return cached(spark, f"class {name}", look_up)
 
 
 def gateway(spark: SparkSession) -> Any:

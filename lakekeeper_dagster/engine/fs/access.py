@@ -3,11 +3,13 @@ it writes can be given the owner and group of those they replace, and who it is.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.fs.locations import split_location
+from spark_resources.bulk import driver_bulk
 from spark_resources.py4j import hadoop_conf, is_java_error, java_class, java_messages, jvm
 
 if TYPE_CHECKING:
@@ -45,16 +47,15 @@ def writable(spark: SparkSession, location: str) -> bool:
     return True
 
 
-def _may_set(fs, status, owner: bool, scratch) -> bool:
-    """Whether this process may give a new entry the owner (`owner`, with the group) or the group alone of the path
-    of `status`: asked by setting them on a scratch directory made for it under `scratch` (a Hadoop Path) and
-    removed at once, so nothing of the originals is touched. HDFS refuses an owner to anyone but a superuser and a
-    group to anyone but a member of it or a superuser; `chown` refuses their local counterparts to users other than
-    root."""
+def _may_set(fs, owner: str | None, group: str, scratch) -> bool:
+    """Whether this process may give a new entry `owner` (with `group`) or, with `owner` None, `group` alone: asked
+    by setting them on a scratch directory made for it under `scratch` (a Hadoop Path) and removed at once, so
+    nothing of the originals is touched. HDFS refuses an owner to anyone but a superuser and a group to anyone but a
+    member of it or a superuser; `chown` refuses their local counterparts to users other than root."""
     probe = fs.makeQualified(scratch.suffix(f"/.lk-probe-{uuid.uuid4().hex}"))
     fs.mkdirs(probe)
     try:
-        fs.setOwner(probe, str(status.getOwner()) if owner else None, str(status.getGroup()))
+        fs.setOwner(probe, owner, group)
     except Exception as error:
         if denied(error):
             return False
@@ -66,30 +67,31 @@ def _may_set(fs, status, owner: bool, scratch) -> bool:
 
 def foreign_ownership(spark: SparkSession, directory: str, model: str | None) -> str | None:
     """What of the owner and group of `directory` and of its data file `model` the files this process writes in
-    its place could not be given (the swap's `Storage.copy_attributes`), in words (`owner hive (group hadoop)`,
-    `group analysts`); None when nothing.
+    its place could not be given (the swap's `fs/attributes.copy_attributes`), in words (`owner hive (group
+    hadoop)`, `group analysts`); None when nothing.
 
     A new file belongs to this process's user and, on HDFS, to the group of the directory it is made in (the
-    staging sibling's parent): nothing to set when they match, the common case (the owner runs it), asked of the
-    NameNode only (two or three `getFileStatus`). Otherwise one `setOwner` on a scratch directory (`_may_set`) per
-    owner or group that differs tells whether the swap could set it, touching nothing of the table's. A group this guess
-    misses (locally a new file gets the user's group unless its directory is setgid) is still named by the swap."""
-    hadoop_path = java_class(spark, "org.apache.hadoop.fs.Path")
-    path = hadoop_path(directory)
-    fs = path.getFileSystem(hadoop_conf(spark))
-    statuses = [fs.getFileStatus(path)] + ([fs.getFileStatus(hadoop_path(model))] if model else [])
+    staging sibling's parent): nothing to set when they match, the common case (the owner runs it), asked in one
+    call (the NameNode's `getFileStatus`; locally the operating system's). Otherwise one `setOwner` on a scratch
+    directory (`_may_set`) per owner or group that differs tells whether the swap could set it, touching nothing of
+    the table's. A group this guess misses (locally a new file gets the user's group unless its directory is
+    setgid) is still named by the swap."""
+    parent_location = split_location(directory)[0]  # where the staging sibling is made
+    parent = java_class(spark, "org.apache.hadoop.fs.Path")(parent_location)
+    fs = parent.getFileSystem(hadoop_conf(spark))
+    locations = [parent_location, directory] + ([model] if model else [])
+    (_, made_in), *owners = [
+        (f["owner"], f["group"]) for f in json.loads(driver_bulk(spark).attributes(fs, json.dumps(locations)))
+    ]
     user = hadoop_user(spark)
-    parent = hadoop_path(split_location(directory)[0])  # where the staging sibling is made
-    foreign = next((s for s in statuses if str(s.getOwner()) != user), None)
+    foreign = next(((owner, group) for owner, group in owners if owner != user), None)
     if foreign is not None:  # only a superuser may give a file another owner, and then any group too
-        allowed = _may_set(fs, foreign, True, parent)
-        return None if allowed else f"owner {foreign.getOwner()} (group {foreign.getGroup()})"
-    made_in = str(fs.getFileStatus(parent).getGroup())
+        owner, group = foreign
+        return None if _may_set(fs, owner, group, parent) else f"owner {owner} (group {group})"
     asked = {made_in}
-    for status in statuses:  # this user owns them: it may give new files a group it is in
-        group = str(status.getGroup())
+    for _, group in owners:  # this user owns them: it may give new files a group it is in
         if group not in asked:
             asked.add(group)
-            if not _may_set(fs, status, False, parent):
+            if not _may_set(fs, None, group, parent):
                 return f"group {group}"
     return None

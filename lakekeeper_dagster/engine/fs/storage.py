@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from lakekeeper_dagster.engine import faults
 from lakekeeper_dagster.engine.errors import StorageError
-from lakekeeper_dagster.engine.fs.access import denied
 from lakekeeper_dagster.engine.fs.entries import Entry, EntryReader
 from lakekeeper_dagster.engine.fs.locations import is_hidden
-from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_messages, jvm
+from spark_resources.bulk import driver_bulk
+from spark_resources.py4j import gateway, hadoop_conf, is_java_error, java_class, java_messages, jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,22 +51,11 @@ def _cause(error: BaseException) -> str:
     return (java_messages(error) or [str(error)])[0].splitlines()[0]
 
 
-@dataclass(frozen=True)
-class _Attributes:
-    """What `copy_attributes` carries from a model file or directory (`acl`: its full ACL, None without ACLs)."""
-
-    permission: Any
-    mode: int
-    acl: Any
-    extended: bool
-    owner: str
-    group: str
-
-
 class Storage:
     """Thin wrapper over `org.apache.hadoop.fs.FileSystem`, one instance per Spark session."""
 
     def __init__(self, spark: SparkSession):
+        self._spark = spark
         self.jvm = jvm(spark)
         self._gateway = gateway(spark)
         self.conf = hadoop_conf(spark)
@@ -75,13 +63,14 @@ class Storage:
         self._path_class = hadoop_fs.Path
         self._file_context_class = hadoop_fs.FileContext
         self._reader = EntryReader(self.jvm)
+        self._io_utils = java_class(spark, "org.apache.commons.io.IOUtils")
         self._paths: dict[str, Any] = {}
+        self._qualified: dict[str, str] = {}
         self._no_overwrite, self._overwrite = (self._gateway.new_array(hadoop_fs.Options.Rename, 1) for _ in "ab")
         self._no_overwrite[0], self._overwrite[0] = hadoop_fs.Options.Rename.NONE, hadoop_fs.Options.Rename.OVERWRITE
         # Per filesystem (scheme and authority): looking one up costs a user lookup and a cache probe in the JVM.
         self._filesystems: dict[str, object] = {}
         self._contexts: dict[str, object] = {}
-        self._without_acls: set[str] = set()  # filesystems found not to support ACLs
         self._schemes: dict[str, str] = {}
 
     def _path(self, location: str):
@@ -116,9 +105,13 @@ class Storage:
         return self._fs(location), self._path(location)
 
     def qualify(self, location: str) -> str:
-        """Fully qualified form of a location (scheme and authority filled in)."""
-        path = self._path(location)
-        return str(path.getFileSystem(self.conf).makeQualified(path).toString())
+        """Fully qualified form of a location (scheme and authority filled in), asked once per location."""
+        if (qualified := self._qualified.get(location)) is None:
+            if len(self._qualified) >= _KEPT_PATHS:
+                self._qualified.clear()
+            qualified = str(self._fs(location).makeQualified(self._path(location)).toString())
+            self._qualified[location] = qualified
+        return qualified
 
     def exists(self, location: str) -> bool:
         return bool(self._fs(location).exists(self._path(location)))
@@ -243,18 +236,10 @@ class Storage:
             return False
 
     def read_text(self, location: str) -> str:
-        fs = self._fs(location)
-        stream = fs.open(self._path(location))
+        """A small file's UTF-8 text, read in one call."""
+        stream = self._fs(location).open(self._path(location))
         try:
-            reader = self.jvm.java.io.BufferedReader(
-                self.jvm.java.io.InputStreamReader(stream, self.jvm.java.nio.charset.StandardCharsets.UTF_8)
-            )
-            lines = []
-            line = reader.readLine()
-            while line is not None:
-                lines.append(str(line))
-                line = reader.readLine()
-            return "\n".join(lines)
+            return str(self._io_utils.toString(stream, "UTF-8"))
         finally:
             stream.close()
 
@@ -317,82 +302,7 @@ class Storage:
     def set_modification_time(self, location: str, millis: int) -> None:
         self._fs(location).setTimes(self._path(location), millis, -1)
 
-    def _full_acl(self, fs, path, status):
-        """The full ACL of a path (base entries from its permission bits, extended and default entries), or None
-        when its filesystem has no ACLs. HDFS's `setAcl` validates a full ACL: the extended entries alone fail."""
-        filesystem = str(fs.getUri().toString())
-        if filesystem in self._without_acls:
-            return None
-        try:
-            entries = fs.getAclStatus(path).getEntries()
-        except Exception as error:  # no ACL support (UnsupportedOperationException), or ACLs off: ask once
-            if is_java_error(error, "UnsupportedOperationException") or is_java_error(error, "AclException"):
-                self._without_acls.add(filesystem)
-                return None
-            raise
-        return self.jvm.org.apache.hadoop.fs.permission.AclUtil.getAclFromPermAndEntries(
-            status.getPermission(), entries
-        )
-
-    def _carry(self, fs, model: _Attributes, target, owners: bool = True) -> list[str]:
-        """Give `target` (a FileStatus) the permission, ACL, owner and group of `model`, each only where it differs
-        (owner and group where this process may: HDFS lets only a superuser change an owner, and an owner only to
-        a group it belongs to); what was not carried, in words."""
-        path = target.getPath()
-        if int(target.getPermission().toShort()) != model.mode:
-            fs.setPermission(path, model.permission)
-        # An ACL beyond the permission bits on either side: compare the full lists in the JVM, set when they differ.
-        extended = model.acl is not None and (model.extended or bool(target.hasAcl()))
-        if extended and not self._full_acl(fs, path, target).equals(model.acl):
-            fs.setAcl(path, model.acl)
-        owner, group = str(target.getOwner()), str(target.getGroup())
-        if not owners or (owner, group) == (model.owner, model.group):
-            return []
-        try:
-            fs.setOwner(path, model.owner, model.group)
-            return []
-        except Exception as error:
-            if not denied(error):
-                raise
-        missing = [f"owner {model.owner}"] if owner != model.owner else []
-        try:
-            if group != model.group:
-                fs.setOwner(path, None, model.group)
-        except Exception as error:
-            if not denied(error):
-                raise
-            missing.append(f"group {model.group}")
-        return missing
-
-    def _attributes(self, fs, status) -> _Attributes:
-        permission = status.getPermission()
-        return _Attributes(
-            permission,
-            int(permission.toShort()),
-            self._full_acl(fs, status.getPath(), status),
-            bool(status.hasAcl()),
-            str(status.getOwner()),
-            str(status.getGroup()),
-        )
-
-    def copy_attributes(self, source: str, target: str, owners: bool = True) -> list[str]:
-        """Give the directory `target` and every file in it the attributes of `source` and of `source`'s first data
-        file: permission, full ACL (directory's default ACL included), owner and group where allowed (not with
-        `owners` False: `target` keeps its own, as a rollback's originals do).
-
-        Set on a staged directory before it replaces `source`, so readers never see the new files with other
-        rights. Only what differs from what the write gave a file is set: the attributes come from one listing of
-        each directory (HDFS: one NameNode call), the ACLs are asked for only where a side has one beyond its
-        permission bits. Not carried (HDFS keeps them per directory, not per file): quota, storage policy, erasure
-        coding policy. Returns what this process may not set (`owner X`, `group Y`: only where they differ)."""
-        faults.fail_point("attributes")
-        fs = self._fs(source)
-        src, dst = self._path(source), self._path(target)
-        missing = self._carry(fs, self._attributes(fs, fs.getFileStatus(src)), fs.getFileStatus(dst), owners)
-        model = next((f for f in fs.listStatus(src) if f.isFile() and not is_hidden(str(f.getPath().getName()))), None)
-        if model is not None:
-            attributes = self._attributes(fs, model)
-            for staged in fs.listStatus(dst):
-                if staged.isFile():
-                    missing += self._carry(fs, attributes, staged, owners)
-        return sorted(set(missing))
+    @property
+    def bulk(self) -> Any:
+        """The driver's bulk helper (`spark_resources.bulk`), compiled on first use."""
+        return driver_bulk(self._spark)

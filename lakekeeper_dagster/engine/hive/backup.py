@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ from lakekeeper_dagster.engine.hive.model import (
     quote_identifier,
     sql_string,
 )
-from spark_resources.py4j import external_catalog, jvm, scala_list, scala_seq
+from spark_resources.bulk import driver_bulk
+from spark_resources.py4j import external_catalog, scala_list, scala_seq
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,36 +94,22 @@ def set_location(spark: SparkSession, backup_sql_name: str, spec: dict | None, l
 
 
 def set_locations(spark: SparkSession, database: str, name: str, targets: list[tuple[dict | None, str]]) -> None:
-    """Point the backup (spec None) or its partitions at new directories; one metastore call for all partitions."""
+    """Point the backup (spec None) or its partitions at new directories: a metastore read a partition and one write
+    for them all, made in the JVM (`spark_resources.bulk`)."""
     for spec, location in targets:
         if not spec:
             set_location(spark, table_sql(database, name), None, location)
-    wanted = {partition_name(spec): location for spec, location in targets if spec}
+    wanted = [(spec, location) for spec, location in targets if spec]
     if not wanted:
         return
-    java = jvm(spark)
-    catalog = external_catalog(spark)
-    classes = java.org.apache.spark.sql.catalyst.catalog
-    columns = [str(c) for c in scala_seq(catalog.getTable(database, name).partitionColumnNames())]
-    changed = []
-    for partition in scala_seq(catalog.listPartitions(database, name, java.scala.Option.empty())):
-        spec_map = partition.spec()
-        key = partition_name({c: None if spec_map.apply(c) is None else str(spec_map.apply(c)) for c in columns})
-        if key not in wanted:
-            continue
-        location = java.scala.Some(classes.CatalogUtils.stringToURI(wanted.pop(key)))
-        changed.append(_copy(partition, 2, _copy(partition.storage(), 1, location)))
-    if wanted:
-        raise CatalogError(f"backup table {database}.{name} has no partition {', '.join(sorted(wanted))}")
-    catalog.alterPartitions(database, name, scala_list(spark, changed))
-
-
-def _copy(case_object, position: int, value):
-    """`case_object.copy(...)` with field `position` (1-based) replaced: a Scala case class copy through py4j, whatever
-    the class's arity in this Spark version (the other fields come from its `copy$default$N` methods)."""
-    arity = case_object.productArity()
-    fields = [value if i == position else getattr(case_object, f"copy$default${i}")() for i in range(1, arity + 1)]
-    return case_object.copy(*fields)
+    bulk, catalog = driver_bulk(spark), external_catalog(spark)
+    partitions = bulk.partitions(catalog, database, name, json.dumps([spec for spec, _ in wanted]))
+    found = json.loads(bulk.parameters(partitions))  # null: no such partition
+    missing = [partition_name(spec) for (spec, _), parameters in zip(wanted, found, strict=True) if parameters is None]
+    if missing:
+        raise CatalogError(f"backup table {database}.{name} has no partition {', '.join(sorted(missing))}")
+    relocated = bulk.withLocations(partitions, json.dumps([location for _, location in wanted]))
+    catalog.alterPartitions(database, name, relocated)
 
 
 def drop_partition(spark: SparkSession, backup_sql_name: str, spec: dict) -> None:

@@ -9,11 +9,13 @@ rows and their values).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from spark_resources.py4j import as_python, external_catalog, java_class, scala_list
+from spark_resources.bulk import driver_bulk
+from spark_resources.py4j import as_python, external_catalog, java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,37 +50,27 @@ def _counted(parameters: dict[str, str], file_count: int, total_bytes: int) -> d
     return {**parameters, **counts}
 
 
-_FIELD_NAMES: dict[str, list[str]] = {}  # a case class's field names, by class: asked once, not once a partition
+def _partitions(spark: SparkSession, client: Any, info: TableInfo, specs: list[dict]) -> Any:
+    """The metastore's raw partitions of these specs (a Java list, null where dropped): one py4j call."""
+    metastore_specs = [{k: DEFAULT_PARTITION if v is None else v for k, v in spec.items()} for spec in specs]
+    return driver_bulk(spark).partitions(client, info.database, info.name, json.dumps(metastore_specs))
 
 
-def _with_parameters(partition: Any, parameters: Any) -> Any:
-    """`partition.copy(parameters=...)` through py4j, whatever the class's arity in this Spark version."""
-    kind = str(partition.getClass().getName())
-    if kind not in _FIELD_NAMES:
-        _FIELD_NAMES[kind] = [str(partition.productElementName(i)) for i in range(partition.productArity())]
-    names = _FIELD_NAMES[kind]
-    values = [parameters if name == "parameters" else partition.productElement(i) for i, name in enumerate(names)]
-    return partition.copy(*values)
-
-
-def _partition(spark: SparkSession, client: Any, info: TableInfo, spec: dict) -> Any:
-    """The metastore's raw partition of `spec`, or None once dropped."""
-    metastore_spec = {k: DEFAULT_PARTITION if v is None else v for k, v in spec.items()}
-    found = client.getPartitionOption(info.database, info.name, _scala_map(spark, metastore_spec))
-    return None if found.isEmpty() else found.get()
+def _parameters(spark: SparkSession, partitions: Any) -> list[dict[str, str] | None]:
+    return json.loads(driver_bulk(spark).parameters(partitions))
 
 
 def parameters_of(spark: SparkSession, info: TableInfo, specs: list[dict | None]) -> list[dict[str, str]]:
     """The raw metastore parameters of these partitions (by spec), or of the table for a spec of None ({} once
     dropped)."""
     client = external_catalog(spark).unwrapped().client()
+    partitions = iter(_parameters(spark, _partitions(spark, client, info, [spec for spec in specs if spec])))
     found = []
     for spec in specs:
         if not spec:
             found.append(_python_map(spark, client.getRawHiveTable(info.database, info.name).hiveTableProps()))
-            continue
-        partition = _partition(spark, client, info, spec)
-        found.append(_python_map(spark, partition.parameters()) if partition is not None else {})
+        else:
+            found.append(next(partitions) or {})
     return found
 
 
@@ -100,7 +92,10 @@ def set_file_stats(
     Returns, per unit, the parameters that changed since `baseline` (`parameters_of`, read before other statistics
     were refreshed) or, without one, since this call read them."""
     client = external_catalog(spark).unwrapped().client()
-    changed, changes = [], []
+    partitions = _partitions(spark, client, info, [spec for spec, _, _ in units if spec])
+    currents = iter(_parameters(spark, partitions))
+    changed: list[dict[str, str] | None] = []  # each partition's new parameters, None where dropped
+    changes = []
     for number, (spec, file_count, total_bytes) in enumerate(units):
         if not spec:
             raw = client.getRawHiveTable(info.database, info.name)
@@ -108,17 +103,18 @@ def set_file_stats(
             parameters = _counted(current, file_count, total_bytes)
             client.alterTableProps(raw, _scala_map(spark, parameters))
         else:
-            partition = _partition(spark, client, info, spec)
-            if partition is None:  # dropped from the metastore meanwhile: nothing to describe
+            current = next(currents)
+            if current is None:  # dropped from the metastore meanwhile: nothing to describe
                 log.warning(
                     "%s: partition %s is gone from the metastore; its statistics are not set", info.sql_name, spec
                 )
+                changed.append(None)
                 changes.append({})
                 continue
-            current = _python_map(spark, partition.parameters())
             parameters = _counted(current, file_count, total_bytes)
-            changed.append(_with_parameters(partition, _scala_map(spark, parameters)))
+            changed.append(parameters)
         changes.append(changed_parameters(baseline[number] if baseline else current, parameters))
-    if changed:
-        client.alterPartitions(info.database, info.name, scala_list(spark, changed))
+    if any(changed):
+        copies = driver_bulk(spark).withParameters(partitions, json.dumps(changed))
+        client.alterPartitions(info.database, info.name, copies)
     return changes

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from lakekeeper_dagster.engine.errors import StorageError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point
+from lakekeeper_dagster.engine.fs.attributes import copy_attributes
 from lakekeeper_dagster.engine.fs.hdfs import is_hdfs, open_files
 from lakekeeper_dagster.engine.fs.locations import child, is_hidden, is_marker
 from lakekeeper_dagster.engine.fs.storage import Storage
@@ -211,12 +212,13 @@ def _refuse_held_open(storage: Storage, unit: UnitRecord, retired: str) -> None:
 
 def _retire(storage: Storage, unit: UnitRecord, verify: bool) -> list[str]:
     """Give the staged data the originals' attributes, then retire `live` (the rename readers see first); what of
-    the attributes this process may not set (`Storage.copy_attributes`)."""
+    the attributes this process may not set (`fs/attributes.copy_attributes`)."""
     live, incoming, retired = unit.live, unit.incoming, unit.retired
     if verify:
         _verified(storage, unit, live, "since the compaction read it")
     try:
-        not_carried = storage.copy_attributes(live, incoming, owners=unit.details.get("owners") != ORIGINAL_OWNERS)
+        owners = unit.details.get("owners") != ORIGINAL_OWNERS
+        not_carried = copy_attributes(storage, live, incoming, owners=owners)
     except Exception as error:
         if not verify:
             raise

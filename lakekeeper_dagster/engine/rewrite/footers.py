@@ -5,18 +5,22 @@ A Parquet footer or an ORC file tail gives the row count the writer recorded, th
 Verification counts rows from here, independently of Spark's reader, so a file Spark skips (ignoreCorruptFiles /
 ignoreMissingFiles) or reads short cannot pass.
 
-Cost: a Parquet footer is read in the JVM and comes back whole as one JSON document (`ParquetMetadata.toJSON`),
-five py4j round trips a file whatever its columns; an ORC tail about a dozen plus two a stripe. The readers run on
-the driver; a truncated or unreadable file fails right here.
+Cost: the footers of all the files asked for are read in the driver's JVM in one call (`spark_resources.bulk`:
+a Parquet footer as `ParquetMetadata.toJSON`'s document, an ORC tail as its figures), one py4j round trip in all;
+the rare Parquet file the JSON cannot describe (encrypted columns, a nanosecond timestamp) is read again through its
+Java objects. A truncated or unreadable file fails right here.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.errors import UnitFailure
+from spark_resources.bulk import driver_bulk
 from spark_resources.py4j import hadoop_conf, java_cause, java_class
 
 if TYPE_CHECKING:
@@ -64,19 +68,22 @@ class FileFooter:
 
 
 @dataclass(frozen=True)
-class _Classes:
-    """The Java classes a footer reader calls: Hadoop's Path, the format's reader (and Parquet's metadata)."""
+class _Rereader:
+    """Reads one Parquet footer again as Java objects (Hadoop's Path, Parquet's reader, the session's conf)."""
 
     path: Any
     reader: Any
-    metadata: Any = None
+    conf: Any
+
+    def footer(self, path: str) -> Any:
+        return self.reader.readFooter(self.conf, self.path(path))
 
 
-def _unreadable(path: str, label: str, error: Exception) -> UnitFailure:
+def _unreadable(path: str, label: str, cause: str) -> UnitFailure:
     return UnitFailure(
         f"{label}: could not read or write its data: data file {path} cannot be read as its format says "
-        f"(truncated, corrupt or gone?): {java_cause(error)}. Nothing was changed; repair or remove the file, then "
-        "retry."
+        f"(truncated, corrupt or gone?): {' '.join(cause.split())[:600]}. Nothing was changed; repair or remove the "
+        "file, then retry."
     )
 
 
@@ -184,17 +191,19 @@ def _walked_parquet(footer, path: str) -> FileFooter:
     )
 
 
-def _parquet(java: _Classes, conf, path: str) -> FileFooter:
-    footer = java.reader.readFooter(conf, java.path(path))
-    document = json.loads(java.metadata.toJSON(footer))
+def _parquet(java: _Rereader, read: dict[str, Any]) -> FileFooter:
+    """A Parquet file's footer from `DriverBulk.parquetFooters`' account of it (the file read again through its Java
+    objects in the rare cases the JSON form cannot tell)."""
+    path, document = read["path"], json.loads(read["metadata"])
     if "blocks" not in document:  # an encrypted file's JSON is its file metadata alone
-        return _walked_parquet(footer, path)
+        return _walked_parquet(java.footer(path), path)
     meta = document["fileMetaData"]
-    schema = footer.getFileMetaData().getSchema()
     blocks = [(int(b["rowCount"]), int(b["compressedSize"])) for b in document["blocks"]]
     chunks = [c for b in document["blocks"] for c in b["columns"]]
     metadata = dict(meta.get("keyValueMetaData") or {})
-    encodings = _parquet_encodings(meta["schema"]["columns"]) or _walked_encodings(schema)
+    encodings = _parquet_encodings(meta["schema"]["columns"])
+    if encodings is None:
+        encodings = _walked_encodings(java.footer(path).getFileMetaData().getSchema())
     timestamps, decimals, dates = encodings
     return FileFooter(
         path,
@@ -207,7 +216,7 @@ def _parquet(java: _Classes, conf, path: str) -> FileFooter:
         row_groups=tuple(blocks),
         codecs=tuple(sorted({str(c["codec"]) for c in chunks})),
         codec=str(chunks[0]["codec"]).lower() if chunks else "",
-        physical_schema=str(schema.toString()),
+        physical_schema=read["schema"],
         writer=str(meta.get("createdBy") or ""),
         key_values=tuple(sorted(metadata.items())),
         encrypted=meta.get("encryptionType", "UNENCRYPTED") != "UNENCRYPTED" or any(c["encrypted"] for c in chunks),
@@ -221,44 +230,41 @@ def _text(value: bytes) -> str:
         return value.hex()
 
 
-def _orc(java: _Classes, conf, path: str) -> FileFooter:
-    reader = java.reader.createReader(java.path(path), java.reader.readerOptions(conf))
-    try:
-        schema = reader.getSchema()
-        writer = (reader.getFileVersion().getName(), reader.getWriterVersion().name(), reader.getSoftwareVersion())
-        user = reader.getFileTail().getFooter().getMetadataList()
-        return FileFooter(
-            path,
-            int(reader.getNumberOfRows()),
-            tuple(str(name) for name in schema.getFieldNames()),
-            row_groups=tuple((int(s.getNumberOfRows()), int(s.getLength())) for s in reader.getStripes()),
-            codecs=(kind := str(reader.getCompressionKind().name()),),
-            codec=kind.lower(),
-            physical_schema=str(schema.toString()),
-            writer="|".join(str(part) for part in writer),
-            key_values=tuple(sorted((str(i.getName()), _text(bytes(i.getValue().toByteArray()))) for i in user)),
-        )
-    finally:
-        reader.close()
+def _orc(read: dict[str, Any]) -> FileFooter:
+    """An ORC file's tail from `DriverBulk.orcFooters`' account of it."""
+    return FileFooter(
+        read["path"],
+        int(read["rows"]),
+        tuple(read["columns"]),
+        row_groups=tuple((int(rows), int(size)) for rows, size in read["stripes"]),
+        codecs=(read["compression"],),
+        codec=read["compression"].lower(),
+        physical_schema=read["schema"],
+        writer="|".join(str(part) for part in read["writer"]),
+        key_values=tuple(sorted((name, _text(base64.b64decode(value))) for name, value in read["user_metadata"])),
+    )
 
 
 def read_footers(spark: SparkSession, file_format: str, paths: list[str], label: str) -> list[FileFooter]:
-    """The footer of each Parquet/ORC file (in `paths`' order); UnitFailure naming the first unreadable one."""
+    """The footer of each Parquet/ORC file (in `paths`' order), all read in the JVM in one call; UnitFailure naming
+    the first unreadable one."""
     if file_format not in {"parquet", "orc"}:
         raise UnitFailure(f"{label}: cannot count the rows of {file_format} files independently; not compacted")
-    conf, path = hadoop_conf(spark), java_class(spark, "org.apache.hadoop.fs.Path")
+    if not paths:
+        return []
+    bulk, conf = driver_bulk(spark), hadoop_conf(spark)
     if file_format == "parquet":
-        reader, metadata = (
-            java_class(spark, f"org.apache.parquet.hadoop.{n}")
-            for n in ("ParquetFileReader", "metadata.ParquetMetadata")
-        )
-        classes, read = _Classes(path, reader, metadata), _parquet
+        reader = java_class(spark, "org.apache.parquet.hadoop.ParquetFileReader")
+        java = _Rereader(java_class(spark, "org.apache.hadoop.fs.Path"), reader, conf)
+        read_all, make = bulk.parquetFooters, functools.partial(_parquet, java)
     else:
-        classes, read = _Classes(path, java_class(spark, "org.apache.orc.OrcFile")), _orc
+        read_all, make = bulk.orcFooters, _orc
     footers = []
-    for path in paths:
+    for read in json.loads(read_all(conf, json.dumps(paths))):
+        if "error" in read:
+            raise _unreadable(read["path"], label, read["error"])
         try:
-            footers.append(read(classes, conf, path))
+            footers.append(make(read))
         except Exception as error:
-            raise _unreadable(path, label, error) from error
+            raise _unreadable(read["path"], label, java_cause(error)) from error
     return footers

@@ -14,16 +14,17 @@ files by the sort columns (no sampling pass), and a failure fails every unit of 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.fs.locations import child
-from lakekeeper_dagster.engine.hive.model import TableInfo
+from lakekeeper_dagster.engine.hive.model import TableInfo, sql_string
 from lakekeeper_dagster.engine.rewrite.encodings import format_options
 from lakekeeper_dagster.engine.rewrite.fingerprint import row_hash
 from lakekeeper_dagster.engine.rewrite.schema import listed_on_driver, read_files
-from spark_resources.py4j import java_class
+from spark_resources.bulk import driver_bulk
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,14 +79,19 @@ def task_keys(tasks: int) -> list[int]:
 
 def _directory_keys(spark: SparkSession, units: list[UnitWrite]) -> dict[str, int]:
     """Each input directory as Spark's `_metadata.file_path` spells it (the Hadoop Path's URI), to its unit."""
-    path = java_class(spark, "org.apache.hadoop.fs.Path")
+    directories = [
+        (position, d) for position, unit in enumerate(units) for d in {p.rsplit("/", 1)[0] for p in unit.paths}
+    ]
+    uris = json.loads(driver_bulk(spark).pathUris(json.dumps([d for _, d in directories])))
     keys: dict[str, int] = {}
-    for position, unit in enumerate(units):
-        for directory in {p.rsplit("/", 1)[0] for p in unit.paths}:
-            key = str(path(directory).toUri().toString())
-            if keys.setdefault(key, position) != position:
-                raise ValueError(f"two units of one write read directory {directory}")
+    for (position, directory), key in zip(directories, uris, strict=True):
+        if keys.setdefault(key, position) != position:
+            raise ValueError(f"two units of one write read directory {directory}")
     return keys
+
+
+def _literal_array(values: list[int]) -> str:
+    return f"array({', '.join(str(v) for v in values)})"
 
 
 def write_units(
@@ -109,17 +115,18 @@ def write_units(
         spark.conf.set(key, value)
     df = read_files(spark, info, schema, paths)
     file_path = F.col("_metadata.file_path")
-    lookup = F.create_map(*[part for key, position in keys.items() for part in (F.lit(key), F.lit(position))])
+    # literals as SQL text: one py4j call each, where a column a value costs a round trip a unit
+    lookup = F.expr(f"map({', '.join(f'{sql_string(key)}, {position}' for key, position in keys.items())})")
     stray = F.raise_error(F.concat(F.lit("a file of no unit of this write: "), file_path))
     df = df.withColumn(UNIT_COLUMN, F.coalesce(lookup[F.regexp_replace(file_path, "/[^/]*$", "")], stray))
     u = F.col(UNIT_COLUMN)
-    offset = F.element_at(F.array(*[F.lit(o) for o in accumulate([0] + targets[:-1])]), u + 1)
-    target = F.element_at(F.array(*[F.lit(t) for t in targets]), u + 1)
+    offset = F.element_at(F.expr(_literal_array(list(accumulate([0] + targets[:-1])))), u + 1)
+    target = F.element_at(F.expr(_literal_array(targets)), u + 1)
     # the content hash only where a unit has several files (evaluated lazily): a deterministic bucket, so a task run
     # again puts each row where its first run did
     bucket = F.when(target > 1, F.pmod(row_hash(schema), target)).otherwise(F.lit(0))
     slot = (offset + bucket).cast("int")  # the row's (unit, bucket), 0 .. tasks - 1
-    task = F.element_at(F.array(*[F.lit(k) for k in task_keys(tasks)]), slot + 1)
+    task = F.element_at(F.expr(_literal_array(task_keys(tasks))), slot + 1)
     df = df.withColumn(_TASK, task).repartition(tasks, F.col(_TASK)).drop(_TASK)
     writer = df.sortWithinPartitions(UNIT_COLUMN, *sort_columns).write.mode("errorifexists").partitionBy(UNIT_COLUMN)
     writer.format(info.file_format).options(**format_options(info)).option("compression", codec).save(root)

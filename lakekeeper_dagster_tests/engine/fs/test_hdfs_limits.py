@@ -9,9 +9,8 @@ import threading
 import pytest
 
 from lakekeeper_dagster.engine.errors import StorageError
-from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.ops.compaction import compact_table
-from lakekeeper_dagster.engine.protocol import writers
+from lakekeeper_dagster.engine.protocol import swap, writers
 from lakekeeper_dagster.engine.statuses import ProgressStep, UnitStatus
 from lakekeeper_dagster_tests.hdfs import data_files, dfs, hidden_dirs, jpath
 from lakekeeper_dagster_tests.tables import MB, OPTIONS, rows_of
@@ -241,14 +240,14 @@ def test_a_file_opened_right_before_the_retire_rename_undoes_the_swap(spark, dat
     table, (unit,) = _text_table(spark, database, hdfs_dir)
     original = rows_of(spark, table)
     held, streams = f"{unit}/part-1.txt", []
-    carry = Storage.copy_attributes
+    carry = swap.copy_attributes
 
-    def open_before_the_rename(self, source: str, target: str, owners: bool = True) -> list[str]:  # its last step
-        missing = carry(self, source, target, owners)
+    def open_before_the_rename(storage, source: str, target: str, owners: bool = True) -> list[str]:  # its last step
+        missing = carry(storage, source, target, owners)
         streams.append(dfs(spark, held).append(jpath(spark, held)))  # open, nothing flushed: size, time as before
         return missing
 
-    monkeypatch.setattr(Storage, "copy_attributes", open_before_the_rename)
+    monkeypatch.setattr(swap, "copy_attributes", open_before_the_rename)
     try:
         (undone,) = compact_table(spark, database, "logs", OPTIONS)
     finally:
