@@ -270,6 +270,11 @@ class Bench:
             f"  {contender:<12} wall {wall:7.2f}s  cpu {usage['cpu_s']:7.2f}s  exit {code}  files after "
             f"{check.get('files_after')}  rows {check.get('rows_after')}/{before['rows']}  "
             f"content {'ok' if check['content_preserved'] else 'CHANGED'}"
+            + (
+                f"  UNITS FAILED {result['units'].get('failed')}: {result['failures'][0][:300]}"
+                if result.get("failures")
+                else ""
+            )
         )
         self.drop(table, location)
         with open(BENCH_HOME / "results" / "runs.jsonl", "a") as runs:  # every run, even of an interrupted benchmark
@@ -335,6 +340,7 @@ def summarize(runs: list[dict]) -> dict:
         "wall_max_s": round(max(walls), 2),
         "all_exit_0": all(r["exit_code"] == 0 for r in runs),
         "all_content_preserved": all(r["check"]["content_preserved"] for r in runs),
+        "units_failed": sum((r.get("units") or {}).get("failed", 0) for r in runs),  # ours: a unit it gave up on
     }
     for key in ("session_start", "work"):
         values = [r[f"{key}_s"] for r in runs if f"{key}_s" in r]

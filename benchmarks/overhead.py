@@ -174,12 +174,23 @@ def print_dataset(data: dict, summary: dict, ratios: dict) -> None:
     )
     rows = [
         [c, s["runs"], s["wall_median_s"], f"{s['wall_min_s']}-{s['wall_max_s']}", s.get("session_start_median_s"),
-         s.get("work_median_s"), s["all_exit_0"], s["all_content_preserved"]]
+         s.get("work_median_s"), s["all_exit_0"], s["all_content_preserved"], s["units_failed"]]
         for c, s in summary.items()
     ]  # fmt: skip
     harness.log(
         harness.table(
-            rows, ["contender", "runs", "wall median s", "range", "spark start s", "work s", "exit 0", "content ok"]
+            rows,
+            [
+                "contender",
+                "runs",
+                "wall median s",
+                "range",
+                "spark start s",
+                "work s",
+                "exit 0",
+                "content ok",
+                "units failed",
+            ],
         )
     )
     for name, value in ratios.items():

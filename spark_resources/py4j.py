@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,11 +28,16 @@ def jvm(spark: SparkSession) -> Any:
 _CACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # gateway -> {key: what was looked up or made once}
 
 
+_MAKING = threading.RLock()  # one thread makes a cached value; the others wait for it (`make` may look up classes)
+
+
 def cached(spark: SparkSession, key: str, make: Callable[[], Any]) -> Any:
-    """What `make()` returns, made once per JVM (the session's gateway) under `key`."""
+    """What `make()` returns, made once per JVM (the session's gateway) under `key`, whichever threads ask."""
     values = _CACHED.setdefault(gateway(spark), {})
     if key not in values:
-        values[key] = make()
+        with _MAKING:
+            if key not in values:
+                values[key] = make()
     return values[key]
 
 

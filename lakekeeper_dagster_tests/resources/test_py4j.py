@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from spark_resources.py4j import hadoop_conf, is_java_error, java_cause, jvm
+from spark_resources.bulk import driver_bulk
+from spark_resources.py4j import cached, hadoop_conf, is_java_error, java_cause, jvm
 
 
 def test_a_rename_onto_an_existing_path_is_a_file_already_exists_error(spark, tmp_path):
@@ -33,3 +40,29 @@ def test_a_remote_exception_counts_as_the_class_it_carries(spark):
     assert is_java_error(caught.value, "ExecutionException")
     assert not is_java_error(caught.value, "UnsupportedOperationException")
     assert "exists" in java_cause(caught.value)
+
+
+def test_what_is_made_once_per_jvm_is_made_once_when_threads_ask_together(spark):
+    """Batches run in threads; the driver's bulk helper must be compiled once per JVM (a second class of the same name
+    has py4j call its objects with the first one's methods): `cached` makes a value once, whichever threads ask."""
+    made, started = [], threading.Barrier(8)
+
+    def make():
+        made.append(threading.get_ident())
+        time.sleep(0.2)  # long enough for every other thread to ask meanwhile
+        return object()
+
+    def ask(_):
+        started.wait()
+        return cached(spark, key, make)
+
+    key = f"once-{uuid.uuid4().hex}"
+    with ThreadPoolExecutor(8) as pool:
+        values = list(pool.map(ask, range(8)))
+    assert len(made) == 1 and all(v is values[0] for v in values)
+
+
+def test_the_driver_bulk_helper_answers_from_any_thread(spark, tmp_path):
+    with ThreadPoolExecutor(4) as pool:
+        uris = list(pool.map(lambda name: driver_bulk(spark).pathUris(json.dumps([f"{tmp_path}/{name} x"])), "abcd"))
+    assert [json.loads(u) for u in uris] == [[f"{tmp_path}/{name}%20x"] for name in "abcd"]
