@@ -15,9 +15,63 @@ import org.apache.hadoop.fs.Path;
  * of a batch, in one call. Compiled in the driver's JVM at first use by Janino (in Spark's jars: no JDK, no build
  * step; `spark_resources/bulk.py`), so the source keeps to what Janino compiles: no lambdas, raw collections.
  * Arguments and results are JSON text or plain Java objects; nothing here decides anything the Python side does not.
+ * Also here: `noDelay`, which makes py4j's own connections send their answers at once.
  */
 public class DriverBulk {
     private final ObjectMapper mapper = new ObjectMapper();
+
+    /** Turns Nagle's algorithm off on the sockets of py4j's connections, now and to come (py4j leaves it on: a
+     * response over 8 KB went out in two writes, the second held until Python's delayed acknowledgement of the
+     * first, 40 ms later). Called through py4j, so on the thread of the caller's connection, which leads to the
+     * server and its other connections. Returns the number of connections set (0: not a py4j client-server
+     * connection, nothing done). */
+    public int noDelay() throws Exception {
+        Object connection = threadTarget(Thread.currentThread());
+        if (!(connection instanceof py4j.ClientServerConnection)) {
+            return 0;
+        }
+        java.lang.reflect.Field serverField = py4j.ClientServerConnection.class.getDeclaredField("javaServer");
+        serverField.setAccessible(true);
+        py4j.GatewayServer server = (py4j.GatewayServer) serverField.get(connection);
+        server.addListener(new NoDelayListener());
+        java.lang.reflect.Field connectionsField = py4j.GatewayServer.class.getDeclaredField("connections");
+        connectionsField.setAccessible(true);
+        List connections;
+        synchronized (connectionsField.get(server)) {
+            connections = new ArrayList((List) connectionsField.get(server));
+        }
+        for (int i = 0; i < connections.size(); i++) {
+            ((py4j.Py4JServerConnection) connections.get(i)).getSocket().setTcpNoDelay(true);
+        }
+        return connections.size();
+    }
+
+    /** The Runnable a thread runs: `target` up to Java 17, `holder.task` since. */
+    private static Object threadTarget(Thread thread) throws Exception {
+        try {
+            java.lang.reflect.Field target = Thread.class.getDeclaredField("target");
+            target.setAccessible(true);
+            return target.get(thread);
+        } catch (NoSuchFieldException e) {
+            java.lang.reflect.Field holderField = Thread.class.getDeclaredField("holder");
+            holderField.setAccessible(true);
+            Object holder = holderField.get(thread);
+            java.lang.reflect.Field task = holder.getClass().getDeclaredField("task");
+            task.setAccessible(true);
+            return task.get(holder);
+        }
+    }
+
+    /** Sets each new py4j connection's socket to send at once. */
+    public static class NoDelayListener extends py4j.DefaultGatewayServerListener {
+        public void connectionStarted(py4j.Py4JServerConnection connection) {
+            try {
+                connection.getSocket().setTcpNoDelay(true);
+            } catch (java.net.SocketException e) {
+                // a connection closed as it started: nothing to send on
+            }
+        }
+    }
 
     /** Each Parquet file's footer: {"path", "metadata": ParquetMetadata.toJSON, "schema": its MessageType as text},
      * or {"path", "error"} for the first file that cannot be read (the files after it are not read). */

@@ -11,6 +11,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from spark_resources import yarn
+from spark_resources.bulk import send_at_once
 from spark_resources.errors import ResourceError
 from spark_resources.settings import SparkSubmitSettings, render_spark_conf
 
@@ -84,6 +85,7 @@ def start_spark_session(conf: dict[str, str]) -> SparkSession:
         builder = builder.config(key, value)
     spark = builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKEKEEPER_SPARK_LOG_LEVEL", "ERROR"))
+    send_at_once(spark)
     return spark
 
 

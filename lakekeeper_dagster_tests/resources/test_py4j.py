@@ -66,3 +66,18 @@ def test_the_driver_bulk_helper_answers_from_any_thread(spark, tmp_path):
     with ThreadPoolExecutor(4) as pool:
         uris = list(pool.map(lambda name: driver_bulk(spark).pathUris(json.dumps([f"{tmp_path}/{name} x"])), "abcd"))
     assert [json.loads(u) for u in uris] == [[f"{tmp_path}/{name}%20x"] for name in "abcd"]
+
+
+def test_py4j_connections_send_their_answers_at_once(spark):
+    """py4j leaves Nagle's algorithm on, so an answer over 8 KB waited 40 ms for Python's delayed acknowledgement: a
+    session's connections, and the one a new thread opens afterwards, have it off (TCP_NODELAY)."""
+
+    def no_delay_of_this_threads_connection() -> bool:
+        java = jvm(spark)
+        target = java.java.lang.Class.forName("java.lang.Thread").getDeclaredField("target")  # Java 17's field
+        target.setAccessible(True)
+        return bool(target.get(java.java.lang.Thread.currentThread()).getSocket().getTcpNoDelay())
+
+    assert no_delay_of_this_threads_connection()
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(no_delay_of_this_threads_connection).result()

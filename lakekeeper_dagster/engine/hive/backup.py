@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import CatalogError
+from lakekeeper_dagster.engine.hive import raw
 from lakekeeper_dagster.engine.hive.catalog import list_tables
 from lakekeeper_dagster.engine.hive.model import (
     BACKUP_SOURCE_PROPERTY,
@@ -95,21 +96,21 @@ def set_location(spark: SparkSession, backup_sql_name: str, spec: dict | None, l
 
 def set_locations(spark: SparkSession, database: str, name: str, targets: list[tuple[dict | None, str]]) -> None:
     """Point the backup (spec None) or its partitions at new directories: a metastore read a partition and one write
-    for them all, made in the JVM (`spark_resources.bulk`)."""
+    for them all, raw (`hive/raw.py`)."""
     for spec, location in targets:
         if not spec:
             set_location(spark, table_sql(database, name), None, location)
     wanted = [(spec, location) for spec, location in targets if spec]
     if not wanted:
         return
-    bulk, catalog = driver_bulk(spark), external_catalog(spark)
-    partitions = bulk.partitions(catalog, database, name, json.dumps([spec for spec, _ in wanted]))
-    found = json.loads(bulk.parameters(partitions))  # null: no such partition
+    client = raw.hive_client(spark)
+    partitions = raw.partitions(spark, client, database, name, [spec for spec, _ in wanted])
+    found = raw.parameters(spark, partitions)  # None: no such partition
     missing = [partition_name(spec) for (spec, _), parameters in zip(wanted, found, strict=True) if parameters is None]
     if missing:
         raise CatalogError(f"backup table {database}.{name} has no partition {', '.join(sorted(missing))}")
-    relocated = bulk.withLocations(partitions, json.dumps([location for _, location in wanted]))
-    catalog.alterPartitions(database, name, relocated)
+    relocated = driver_bulk(spark).withLocations(partitions, json.dumps([location for _, location in wanted]))
+    client.alterPartitions(database, name, relocated)
 
 
 def drop_partition(spark: SparkSession, backup_sql_name: str, spec: dict) -> None:

@@ -13,9 +13,10 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from lakekeeper_dagster.engine.hive import raw
 from lakekeeper_dagster.engine.hive.model import TableInfo
 from spark_resources.bulk import driver_bulk
-from spark_resources.py4j import as_python, external_catalog, java_class
+from spark_resources.py4j import as_python, java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 NUM_FILES = "numFiles"
 TOTAL_SIZE = "totalSize"
 SPARK_TOTAL_SIZE = "spark.sql.statistics.totalSize"
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how the metastore names a null partition value
 
 
 log = logging.getLogger(__name__)
@@ -50,27 +50,18 @@ def _counted(parameters: dict[str, str], file_count: int, total_bytes: int) -> d
     return {**parameters, **counts}
 
 
-def _partitions(spark: SparkSession, client: Any, info: TableInfo, specs: list[dict]) -> Any:
-    """The metastore's raw partitions of these specs (a Java list, null where dropped): one py4j call."""
-    metastore_specs = [{k: DEFAULT_PARTITION if v is None else v for k, v in spec.items()} for spec in specs]
-    return driver_bulk(spark).partitions(client, info.database, info.name, json.dumps(metastore_specs))
-
-
-def _parameters(spark: SparkSession, partitions: Any) -> list[dict[str, str] | None]:
-    return json.loads(driver_bulk(spark).parameters(partitions))
-
-
 def parameters_of(spark: SparkSession, info: TableInfo, specs: list[dict | None]) -> list[dict[str, str]]:
     """The raw metastore parameters of these partitions (by spec), or of the table for a spec of None ({} once
     dropped)."""
-    client = external_catalog(spark).unwrapped().client()
-    partitions = iter(_parameters(spark, _partitions(spark, client, info, [spec for spec in specs if spec])))
+    client = raw.hive_client(spark)
+    held = raw.partitions(spark, client, info.database, info.name, [spec for spec in specs if spec])
+    each = iter(raw.parameters(spark, held))  # a partition's parameters, None once dropped
     found = []
     for spec in specs:
         if not spec:
             found.append(_python_map(spark, client.getRawHiveTable(info.database, info.name).hiveTableProps()))
         else:
-            found.append(next(partitions) or {})
+            found.append(next(each) or {})
     return found
 
 
@@ -91,17 +82,17 @@ def set_file_stats(
 
     Returns, per unit, the parameters that changed since `baseline` (`parameters_of`, read before other statistics
     were refreshed) or, without one, since this call read them."""
-    client = external_catalog(spark).unwrapped().client()
-    partitions = _partitions(spark, client, info, [spec for spec, _, _ in units if spec])
-    currents = iter(_parameters(spark, partitions))
+    client = raw.hive_client(spark)
+    partitions = raw.partitions(spark, client, info.database, info.name, [spec for spec, _, _ in units if spec])
+    currents = iter(raw.parameters(spark, partitions))
     changed: list[dict[str, str] | None] = []  # each partition's new parameters, None where dropped
     changes = []
     for number, (spec, file_count, total_bytes) in enumerate(units):
         if not spec:
-            raw = client.getRawHiveTable(info.database, info.name)
-            current = _python_map(spark, raw.hiveTableProps())
+            table = client.getRawHiveTable(info.database, info.name)
+            current = _python_map(spark, table.hiveTableProps())
             parameters = _counted(current, file_count, total_bytes)
-            client.alterTableProps(raw, _scala_map(spark, parameters))
+            client.alterTableProps(table, _scala_map(spark, parameters))
         else:
             current = next(currents)
             if current is None:  # dropped from the metastore meanwhile: nothing to describe
