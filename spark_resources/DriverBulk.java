@@ -88,7 +88,7 @@ public class DriverBulk {
                     org.apache.parquet.hadoop.ParquetFileReader.readFooter(conf, new Path(path));
                 file.put("metadata", org.apache.parquet.hadoop.metadata.ParquetMetadata.toJSON(footer));
                 file.put("schema", footer.getFileMetaData().getSchema().toString());
-            } catch (Exception e) {
+            } catch (Throwable e) {  // a corrupt tail can throw an Error (a bogus length): that file is unreadable
                 file.put("error", cause(e));
                 break;
             }
@@ -147,7 +147,7 @@ public class DriverBulk {
                 } finally {
                     reader.close();
                 }
-            } catch (Exception e) {
+            } catch (Throwable e) {  // a corrupt tail can throw an Error (a bogus length): that file is unreadable
                 file.put("error", cause(e));
                 break;
             }
@@ -157,7 +157,7 @@ public class DriverBulk {
 
     /** Each path's {"mode" (as FsPermission.toShort(): permission bits and sticky bit), "owner", "group",
      * "extended" (an ACL beyond the permission bits)}: on the local filesystem from the operating system (Java's
-     * `unix:` attributes, the link itself), where Hadoop's local status forks `ls` for them; elsewhere from
+     * `unix:` attributes, through a symbolic link as Hadoop's status does), where Hadoop's local status forks `ls` for them; elsewhere from
      * getFileStatus. A missing path fails the call. */
     public String attributes(org.apache.hadoop.fs.FileSystem fs, String pathsJson) throws Exception {
         List paths = (List) mapper.readValue(pathsJson, List.class);
@@ -167,10 +167,8 @@ public class DriverBulk {
             Path path = fs.makeQualified(new Path((String) paths.get(i)));
             Map found = new LinkedHashMap();
             if (local) {
-                java.nio.file.LinkOption[] noFollow =
-                    new java.nio.file.LinkOption[] {java.nio.file.LinkOption.NOFOLLOW_LINKS};
                 Map unix = java.nio.file.Files.readAttributes(
-                    java.nio.file.Paths.get(path.toUri()), "unix:mode,owner,group", noFollow);
+                    java.nio.file.Paths.get(path.toUri()), "unix:mode,owner,group", new java.nio.file.LinkOption[0]);
                 found.put("mode", Integer.valueOf(((Integer) unix.get("mode")).intValue() & 01777));
                 found.put("owner", ((java.security.Principal) unix.get("owner")).getName());
                 found.put("group", ((java.security.Principal) unix.get("group")).getName());
@@ -198,7 +196,7 @@ public class DriverBulk {
     }
 
     /** The partitions of these specs (JSON list of {column: value}) through `source`'s
-     * getPartitionOption(database, table, spec): a Hive client or Spark's external catalog; null where none. */
+     * getPartitionOption(database, table, spec) (Spark's Hive client); null where none. */
     public List partitions(Object source, String database, String table, String specsJson) throws Exception {
         List specs = (List) mapper.readValue(specsJson, List.class);
         Method get = method(source.getClass(), "getPartitionOption", 3);

@@ -74,9 +74,18 @@ def test_py4j_connections_send_their_answers_at_once(spark):
 
     def no_delay_of_this_threads_connection() -> bool:
         java = jvm(spark)
-        target = java.java.lang.Class.forName("java.lang.Thread").getDeclaredField("target")  # Java 17's field
-        target.setAccessible(True)
-        return bool(target.get(java.java.lang.Thread.currentThread()).getSocket().getTcpNoDelay())
+        thread, fields = java.java.lang.Thread.currentThread(), java.java.lang.Class.forName("java.lang.Thread")
+        try:  # the Runnable a thread runs: `target` up to Java 17, `holder.task` since
+            target = fields.getDeclaredField("target")
+            target.setAccessible(True)
+            connection = target.get(thread)
+        except Py4JJavaError:
+            holder = fields.getDeclaredField("holder")
+            holder.setAccessible(True)
+            task = holder.get(thread).getClass().getDeclaredField("task")
+            task.setAccessible(True)
+            connection = task.get(holder.get(thread))
+        return bool(connection.getSocket().getTcpNoDelay())
 
     assert no_delay_of_this_threads_connection()
     with ThreadPoolExecutor(1) as pool:

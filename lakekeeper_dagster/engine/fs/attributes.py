@@ -20,8 +20,6 @@ from spark_resources.py4j import is_java_error
 if TYPE_CHECKING:
     from lakekeeper_dagster.engine.fs.storage import Storage
 
-_WITHOUT_ACLS: set[str] = set()  # filesystems (URIs) found not to support ACLs: asked once per process
-
 
 @dataclass(frozen=True)
 class Attributes:
@@ -47,13 +45,13 @@ def _full_acl(storage: Storage, location: str) -> Any:
     its filesystem has no ACLs. HDFS's `setAcl` validates a full ACL: the extended entries alone fail."""
     fs, path = storage.java(location)
     filesystem = str(fs.getUri().toString())
-    if filesystem in _WITHOUT_ACLS:
+    if filesystem in storage.without_acls:
         return None
     try:
         entries = fs.getAclStatus(path).getEntries()
     except Exception as error:  # no ACL support (UnsupportedOperationException), or ACLs off: ask once
         if is_java_error(error, "UnsupportedOperationException") or is_java_error(error, "AclException"):
-            _WITHOUT_ACLS.add(filesystem)
+            storage.without_acls.add(filesystem)
             return None
         raise
     acl_util = storage.jvm.org.apache.hadoop.fs.permission.AclUtil
@@ -66,7 +64,7 @@ def _carry(storage: Storage, model: Attributes, target: Attributes, owners: bool
     what was not carried, in words."""
     fs, path = storage.java(target.location)
     if target.mode != model.mode:
-        fs.setPermission(path, storage.jvm.org.apache.hadoop.fs.permission.FsPermission(f"{model.mode:o}"))
+        fs.setPermission(path, storage.jvm.org.apache.hadoop.fs.permission.FsPermission(f"{model.mode:04o}"))
     if model.extended or target.extended:  # compare the full lists in the JVM, set when they differ
         acl = _full_acl(storage, model.location)
         if acl is not None and not _full_acl(storage, target.location).equals(acl):

@@ -66,6 +66,7 @@ class Storage:
         self._io_utils = java_class(spark, "org.apache.commons.io.IOUtils")
         self._paths: dict[str, Any] = {}
         self._qualified: dict[str, str] = {}
+        self.without_acls: set[str] = set()  # filesystems found not to support ACLs (`fs/attributes.py`)
         self._no_overwrite, self._overwrite = (self._gateway.new_array(hadoop_fs.Options.Rename, 1) for _ in "ab")
         self._no_overwrite[0], self._overwrite[0] = hadoop_fs.Options.Rename.NONE, hadoop_fs.Options.Rename.OVERWRITE
         # Per filesystem (scheme and authority): looking one up costs a user lookup and a cache probe in the JVM.

@@ -24,8 +24,9 @@ def hive_client(spark: SparkSession) -> Any:
 
 
 def partitions(spark: SparkSession, client: Any, database: str, table: str, specs: list[dict]) -> Any:
-    """The raw partitions of these specs (a Java list, null where there is none): one py4j call."""
-    metastore_specs = [{k: HIVE_DEFAULT_PARTITION if v is None else v for k, v in spec.items()} for spec in specs]
+    """The raw partitions of these specs (a Java list, null where there is none): one py4j call. The metastore
+    keeps partition column names in lower case and a null value as `__HIVE_DEFAULT_PARTITION__`."""
+    metastore_specs = [{k.lower(): HIVE_DEFAULT_PARTITION if v is None else v for k, v in s.items()} for s in specs]
     return driver_bulk(spark).partitions(client, database, table, json.dumps(metastore_specs))
 
 

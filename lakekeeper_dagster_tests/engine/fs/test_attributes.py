@@ -60,3 +60,32 @@ def test_only_differing_file_attributes_are_set(storage, tmp_path):
     assert stat.S_IMODE((dst / "part-0.parquet").stat().st_mode) == 0o640
     assert stat.S_IMODE((dst / "part-1.parquet").stat().st_mode) == 0o640
     assert (dst / "part-1.parquet").stat().st_ctime_ns == untouched  # equal attributes were not set again
+
+
+def test_modes_without_owner_bits_are_carried(storage, tmp_path):
+    """A permission below 0o100 (`FsPermission` parses three octal digits at least) is carried like any other."""
+    src, dst = tmp_path / "live", tmp_path / "staged"
+    for directory in (src, dst):
+        directory.mkdir()
+        (directory / "part-0.parquet").write_bytes(b"x")
+    (src / "part-0.parquet").chmod(0o040)
+    assert copy_attributes(storage, src.as_uri(), dst.as_uri()) == []
+    assert stat.S_IMODE((dst / "part-0.parquet").stat().st_mode) == 0o040
+
+
+def test_attributes_through_a_symbolic_link_are_its_targets_as_hadoop_reads_them(storage, tmp_path):
+    """A partition directory or data file that is a symbolic link: its target's attributes, as Hadoop's status
+    gives them (the link's own, 0o777, would be given to the new files)."""
+    directory, file = tmp_path / "d", tmp_path / "d" / "f.parquet"
+    directory.mkdir()
+    file.write_bytes(b"x")
+    file.chmod(0o640)
+    directory.chmod(0o750)
+    (tmp_path / "d-link").symlink_to(directory)
+    (tmp_path / "f-link.parquet").symlink_to(file)
+    locations = [(tmp_path / "d-link").as_uri(), (tmp_path / "f-link.parquet").as_uri()]
+    found = read_attributes(storage, locations)
+    assert [a.mode for a in found] == [0o750, 0o640]
+    for location, attributes in zip(locations, found, strict=True):
+        fs, path = storage.java(location)
+        assert attributes.mode == int(fs.getFileStatus(path).getPermission().toShort())
