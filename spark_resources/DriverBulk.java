@@ -73,9 +73,12 @@ public class DriverBulk {
         }
     }
 
-    /** Each Parquet file's footer: {"path", "metadata": ParquetMetadata.toJSON, "schema": its MessageType as text},
-     * or {"path", "error"} for the first file that cannot be read (the files after it are not read). */
-    public String parquetFooters(Configuration conf, String pathsJson) throws Exception {
+    /** Each file's footer, in order; for the first file that cannot be read {"path", "error"}, and the files after
+     * it are not read. A Parquet file: {"path", "metadata": ParquetMetadata.toJSON, "schema": its MessageType as
+     * text}. An ORC file: {"path", "rows", "columns" (top-level names), "stripes" as [rows, bytes], "compression",
+     * "schema" (text), "writer" [file version, writer version, software version], "user_metadata" as [name, base64
+     * value]}. */
+    public String footers(Configuration conf, String format, String pathsJson) throws Exception {
         List paths = (List) mapper.readValue(pathsJson, List.class);
         List out = new ArrayList();
         for (int i = 0; i < paths.size(); i++) {
@@ -84,68 +87,10 @@ public class DriverBulk {
             file.put("path", path);
             out.add(file);
             try {
-                org.apache.parquet.hadoop.metadata.ParquetMetadata footer =
-                    org.apache.parquet.hadoop.ParquetFileReader.readFooter(conf, new Path(path));
-                file.put("metadata", org.apache.parquet.hadoop.metadata.ParquetMetadata.toJSON(footer));
-                file.put("schema", footer.getFileMetaData().getSchema().toString());
-            } catch (Throwable e) {  // a corrupt tail can throw an Error (a bogus length): that file is unreadable
-                file.put("error", cause(e));
-                break;
-            }
-        }
-        return mapper.writeValueAsString(out);
-    }
-
-    /** Each ORC file's tail: rows, top-level column names, stripes as [rows, bytes], compression kind, schema text,
-     * writer [file version, writer version, software version], user metadata as [name, base64 value]; or {"path",
-     * "error"} for the first file that cannot be read. */
-    public String orcFooters(Configuration conf, String pathsJson) throws Exception {
-        List paths = (List) mapper.readValue(pathsJson, List.class);
-        List out = new ArrayList();
-        for (int i = 0; i < paths.size(); i++) {
-            String path = (String) paths.get(i);
-            Map file = new LinkedHashMap();
-            file.put("path", path);
-            out.add(file);
-            try {
-                org.apache.orc.Reader reader =
-                    org.apache.orc.OrcFile.createReader(new Path(path), org.apache.orc.OrcFile.readerOptions(conf));
-                try {
-                    org.apache.orc.TypeDescription schema = reader.getSchema();
-                    file.put("rows", Long.valueOf(reader.getNumberOfRows()));
-                    file.put("columns", schema.getFieldNames());
-                    List stripes = new ArrayList();
-                    List infos = reader.getStripes();
-                    for (int s = 0; s < infos.size(); s++) {
-                        org.apache.orc.StripeInformation stripe = (org.apache.orc.StripeInformation) infos.get(s);
-                        List pair = new ArrayList();
-                        pair.add(Long.valueOf(stripe.getNumberOfRows()));
-                        pair.add(Long.valueOf(stripe.getLength()));
-                        stripes.add(pair);
-                    }
-                    file.put("stripes", stripes);
-                    file.put("compression", reader.getCompressionKind().name());
-                    file.put("schema", schema.toString());
-                    List writer = new ArrayList();
-                    writer.add(reader.getFileVersion().getName());
-                    writer.add(reader.getWriterVersion().name());
-                    writer.add(reader.getSoftwareVersion());
-                    file.put("writer", writer);
-                    List user = new ArrayList();
-                    List keys = reader.getMetadataKeys();
-                    for (int k = 0; k < keys.size(); k++) {
-                        String key = (String) keys.get(k);
-                        ByteBuffer value = (ByteBuffer) reader.getMetadataValue(key).duplicate();
-                        byte[] bytes = new byte[value.remaining()];
-                        value.get(bytes);
-                        List entry = new ArrayList();
-                        entry.add(key);
-                        entry.add(Base64.getEncoder().encodeToString(bytes));
-                        user.add(entry);
-                    }
-                    file.put("user_metadata", user);
-                } finally {
-                    reader.close();
+                if ("parquet".equals(format)) {
+                    parquetFooter(conf, new Path(path), file);
+                } else {
+                    orcTail(conf, new Path(path), file);
                 }
             } catch (Throwable e) {  // a corrupt tail can throw an Error (a bogus length): that file is unreadable
                 file.put("error", cause(e));
@@ -155,9 +100,59 @@ public class DriverBulk {
         return mapper.writeValueAsString(out);
     }
 
+    private static void parquetFooter(Configuration conf, Path path, Map file) throws Exception {
+        org.apache.parquet.hadoop.metadata.ParquetMetadata footer =
+            org.apache.parquet.hadoop.ParquetFileReader.readFooter(conf, path);
+        file.put("metadata", org.apache.parquet.hadoop.metadata.ParquetMetadata.toJSON(footer));
+        file.put("schema", footer.getFileMetaData().getSchema().toString());
+    }
+
+    private static void orcTail(Configuration conf, Path path, Map file) throws Exception {
+        org.apache.orc.Reader reader =
+            org.apache.orc.OrcFile.createReader(path, org.apache.orc.OrcFile.readerOptions(conf));
+        try {
+            org.apache.orc.TypeDescription schema = reader.getSchema();
+            file.put("rows", Long.valueOf(reader.getNumberOfRows()));
+            file.put("columns", schema.getFieldNames());
+            List stripes = new ArrayList();
+            List infos = reader.getStripes();
+            for (int s = 0; s < infos.size(); s++) {
+                org.apache.orc.StripeInformation stripe = (org.apache.orc.StripeInformation) infos.get(s);
+                List pair = new ArrayList();
+                pair.add(Long.valueOf(stripe.getNumberOfRows()));
+                pair.add(Long.valueOf(stripe.getLength()));
+                stripes.add(pair);
+            }
+            file.put("stripes", stripes);
+            file.put("compression", reader.getCompressionKind().name());
+            file.put("schema", schema.toString());
+            List writer = new ArrayList();
+            writer.add(reader.getFileVersion().getName());
+            writer.add(reader.getWriterVersion().name());
+            writer.add(reader.getSoftwareVersion());
+            file.put("writer", writer);
+            List user = new ArrayList();
+            List keys = reader.getMetadataKeys();
+            for (int k = 0; k < keys.size(); k++) {
+                String key = (String) keys.get(k);
+                ByteBuffer value = (ByteBuffer) reader.getMetadataValue(key).duplicate();
+                byte[] bytes = new byte[value.remaining()];
+                value.get(bytes);
+                List entry = new ArrayList();
+                entry.add(key);
+                entry.add(Base64.getEncoder().encodeToString(bytes));
+                user.add(entry);
+            }
+            file.put("user_metadata", user);
+        } finally {
+            reader.close();
+        }
+    }
+
     /** Each path's {"mode" (as FsPermission.toShort(): permission bits and sticky bit), "owner", "group",
      * "extended" (an ACL beyond the permission bits)}: on the local filesystem from the operating system (Java's
-     * `unix:` attributes, through a symbolic link as Hadoop's status does), where Hadoop's local status forks `ls` for them; elsewhere from
+     * `unix:` attributes, through a symbolic link as Hadoop's status does), where Hadoop's local status forks `ls`
+     * for them; elsewhere from
      * getFileStatus. A missing path fails the call. */
     public String attributes(org.apache.hadoop.fs.FileSystem fs, String pathsJson) throws Exception {
         List paths = (List) mapper.readValue(pathsJson, List.class);

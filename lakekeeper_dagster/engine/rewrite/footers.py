@@ -192,7 +192,7 @@ def _walked_parquet(footer, path: str) -> FileFooter:
 
 
 def _parquet(java: _Rereader, read: dict[str, Any]) -> FileFooter:
-    """A Parquet file's footer from `DriverBulk.parquetFooters`' account of it (the file read again through its Java
+    """A Parquet file's footer from `DriverBulk.footers`' account of it (the file read again through its Java
     objects in the rare cases the JSON form cannot tell)."""
     path, document = read["path"], json.loads(read["metadata"])
     if "blocks" not in document:  # an encrypted file's JSON is its file metadata alone
@@ -231,7 +231,7 @@ def _text(value: bytes) -> str:
 
 
 def _orc(read: dict[str, Any]) -> FileFooter:
-    """An ORC file's tail from `DriverBulk.orcFooters`' account of it."""
+    """An ORC file's tail from `DriverBulk.footers`' account of it."""
     return FileFooter(
         read["path"],
         int(read["rows"]),
@@ -252,15 +252,14 @@ def read_footers(spark: SparkSession, file_format: str, paths: list[str], label:
         raise UnitFailure(f"{label}: cannot count the rows of {file_format} files independently; not compacted")
     if not paths:
         return []
-    bulk, conf = driver_bulk(spark), hadoop_conf(spark)
+    conf = hadoop_conf(spark)
     if file_format == "parquet":
         reader = java_class(spark, "org.apache.parquet.hadoop.ParquetFileReader")
-        java = _Rereader(java_class(spark, "org.apache.hadoop.fs.Path"), reader, conf)
-        read_all, make = bulk.parquetFooters, functools.partial(_parquet, java)
+        make = functools.partial(_parquet, _Rereader(java_class(spark, "org.apache.hadoop.fs.Path"), reader, conf))
     else:
-        read_all, make = bulk.orcFooters, _orc
+        make = _orc
     footers = []
-    for read in json.loads(read_all(conf, json.dumps(paths))):
+    for read in json.loads(driver_bulk(spark).footers(conf, file_format, json.dumps(paths))):
         if "error" in read:
             raise _unreadable(read["path"], label, read["error"])
         try:

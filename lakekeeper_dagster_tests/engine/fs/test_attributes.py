@@ -43,11 +43,17 @@ def test_permissions_are_copied(storage, tmp_path):
     assert dst.stat().st_mode & 0o777 == 0o750
 
 
-def test_only_differing_file_attributes_are_set(storage, tmp_path):
+def _live_and_staged(tmp_path):
+    """A partition directory and its staged copy, each with a data file `part-0.parquet`."""
     src, dst = tmp_path / "live", tmp_path / "staged"
     for directory in (src, dst):
         directory.mkdir()
         (directory / "part-0.parquet").write_bytes(b"x")
+    return src, dst
+
+
+def test_only_differing_file_attributes_are_set(storage, tmp_path):
+    src, dst = _live_and_staged(tmp_path)
     (src / "part-0.parquet").chmod(0o640)
     (dst / "part-0.parquet").chmod(0o644)  # what a write under umask 022 gives
     (dst / "part-1.parquet").write_bytes(b"y")
@@ -64,10 +70,7 @@ def test_only_differing_file_attributes_are_set(storage, tmp_path):
 
 def test_modes_without_owner_bits_are_carried(storage, tmp_path):
     """A permission below 0o100 (`FsPermission` parses three octal digits at least) is carried like any other."""
-    src, dst = tmp_path / "live", tmp_path / "staged"
-    for directory in (src, dst):
-        directory.mkdir()
-        (directory / "part-0.parquet").write_bytes(b"x")
+    src, dst = _live_and_staged(tmp_path)
     (src / "part-0.parquet").chmod(0o040)
     assert copy_attributes(storage, src.as_uri(), dst.as_uri()) == []
     assert stat.S_IMODE((dst / "part-0.parquet").stat().st_mode) == 0o040
