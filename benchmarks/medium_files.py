@@ -6,6 +6,7 @@ wall time, CPU seconds of the whole process tree (Python and JVM), and a full-sc
     nice -n 15 .venv/bin/python -m benchmarks.medium_files --partitions 50        # the scale, ~25 GB a copy
     nice -n 15 .venv/bin/python -m benchmarks.medium_files --partitions 2 --files 4 --row-group-mb 16 \\
         --merge-threshold-mb 8                                                    # quick
+    ... --baseline REVISION                   # and ours-merge on that revision's code, side by side
 
 Every file is one row group of `--row-group-mb` (10^6 bytes, compressed). With the 128 MB block and ratio 1.5
 every partition is a candidate (its files are below 0.75 x block and block / ratio) and is written as
@@ -45,6 +46,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
                         help=f"repeatable (default: {' '.join(CONTENDERS)})")  # fmt: skip
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                         help="one more engine setting for both ours variants, repeatable")  # fmt: skip
+    parser.add_argument("--baseline", metavar="REVISION",
+                        help="also run ours-merge on this git revision's code, as ours-merge@REVISION")  # fmt: skip
     harness.location_arguments(parser)
     return parser.parse_args(argv)
 
@@ -69,6 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     with AccountingBench(
         harness.work_dir(args.work_dir), args.block_size_mb, args.ratio, variants=variants, scan_runs=args.scan_runs
     ) as bench:
+        if args.baseline:
+            label = f"ours-merge@{args.baseline}"
+            bench.variants[label], bench.sources[label] = variants["ours-merge"], bench.baseline(args.baseline)
+            contenders = [label, *contenders]
         data = bench.prepare(spec, args.data_dir)
         runs = harness.interleaved(contenders, args.runs, lambda c: bench.run(c, spec, args.data_dir))
     summary = {c: harness.summarize(r) | figures(r) for c, r in runs.items()}

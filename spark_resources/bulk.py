@@ -1,4 +1,5 @@
-"""The driver's bulk helper: `DriverBulk.java`, compiled in the driver's JVM at first use and kept for its life.
+"""The driver's bulk helper: `DriverBulk.java`, compiled in the driver's JVM at first use and kept for its life; and,
+compiled alike, `CopyProof.java`, which proves a byte-level concatenation by comparing the bytes it copied.
 
 A value read through py4j costs a round trip (and a second one when Python frees the Java object), so a batch's
 footers or partition copies made from Python cost hundreds of round trips a file or a partition. `DriverBulk` does
@@ -18,7 +19,7 @@ from spark_resources.py4j import cached, gateway, java_class
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SOURCE = Path(__file__).with_name("DriverBulk.java")
+SOURCES = Path(__file__).parent  # <class name>.java
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +28,20 @@ def driver_bulk(spark: SparkSession) -> Any:
     """The `DriverBulk` instance of this session's JVM, compiled once per JVM (~0.4 s), whichever threads ask first:
     py4j finds a method by its class's name, so a second `DriverBulk` class in the JVM would have its objects
     called with the first one's methods (and fail)."""
-    return cached(spark, "DriverBulk", lambda: _compile(spark))
+    return cached(spark, "DriverBulk", lambda: _compile(spark, "DriverBulk"))
 
 
-def _compile(spark: SparkSession) -> Any:
+def copy_proof(spark: SparkSession) -> Any:
+    """The `CopyProof` instance of this session's JVM, compiled once per JVM as `driver_bulk`'s."""
+    return cached(spark, "CopyProof", lambda: _compile(spark, "CopyProof"))
+
+
+def _compile(spark: SparkSession, name: str) -> Any:
     compiler = java_class(spark, "org.codehaus.janino.SimpleCompiler")()
     thread = java_class(spark, "java.lang.Thread").currentThread()
     compiler.setParentClassLoader(thread.getContextClassLoader())
-    compiler.cook(SOURCE.read_text())
-    found = compiler.getClassLoader().loadClass("DriverBulk")
+    compiler.cook((SOURCES / f"{name}.java").read_text())
+    found = compiler.getClassLoader().loadClass(name)
     no_types = gateway(spark).new_array(java_class(spark, "java.lang.Class"), 0)
     no_arguments = gateway(spark).new_array(java_class(spark, "java.lang.Object"), 0)
     return found.getDeclaredConstructor(no_types).newInstance(no_arguments)

@@ -1,8 +1,9 @@
 """One batch of a compaction run through the protocol: write -> verify -> back up -> swap -> commit.
 
 A batch's units are written into hidden staging siblings (`ops/write.py`: those of a partitioned table in one Spark
-job per set of write settings); then verified by one Spark job that reads every staged output and every input Spark
-rewrote (concatenated inputs are fingerprinted when concatenated), each file's fingerprint credited to its unit;
+job per set of write settings); then verified by one Spark job that reads every staged output but the concatenations
+proven by their bytes, and every input Spark rewrote (concatenated inputs are fingerprinted when concatenated), each
+file's fingerprint credited to its unit;
 registered in the backup with one statement, swapped one
 by one right after their swap guards, and committed together.
 """
@@ -14,6 +15,7 @@ import time
 
 from lakekeeper_dagster.engine.errors import OperationError, UnitFailure
 from lakekeeper_dagster.engine.faults import kill_point, wants
+from lakekeeper_dagster.engine.fs.storage import DataFile
 from lakekeeper_dagster.engine.hive import backup as backups
 from lakekeeper_dagster.engine.hive.eligibility import COPIED_FORMATS
 from lakekeeper_dagster.engine.ops.run import BatchItem, CompactionRun
@@ -67,11 +69,17 @@ def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
     return _drop_failed(run, items)
 
 
-def _read_back(run: CompactionRun, items: list[BatchItem]) -> dict[str, dict[str, Fingerprint]]:
-    """The fingerprint of every staged output file and of every input file Spark rewrote, by directory and name, in
-    one Spark job; a directory read that is no unit's fails the run (a path spelled two ways)."""
+def _read_back(
+    run: CompactionRun, items: list[BatchItem], outputs: dict[int, list[DataFile]]
+) -> dict[str, dict[str, Fingerprint]]:
+    """The fingerprint of every staged output file but those proven by their bytes and of every input file Spark
+    rewrote, by directory and name, in one Spark job (none when nothing is left to read); a directory read that is
+    no unit's fails the run (a path spelled two ways)."""
     storage, journal = run.storage, run.journal
-    paths = [journal.units[item.index].incoming for item in items] + [p for item in items for p in item.spark_inputs]
+    paths = [p for item in items for p in _to_read(journal.units[item.index].incoming, item, outputs[item.index])]
+    paths += [p for item in items for p in item.spark_inputs]
+    if not paths:
+        return {}
     with run.spark_job(f"{run.info.qualified_name}: verify {len(items)} staged unit(s) against their input"):
         reader = isolated_session(run.spark, {**READER_SETTINGS, **listed_on_driver(paths)})
         per_file = path_fingerprints(reader, run.info, run.schema, paths)
@@ -89,6 +97,12 @@ def _read_back(run: CompactionRun, items: list[BatchItem]) -> dict[str, dict[str
     return found
 
 
+def _to_read(staged: str, item: BatchItem, files: list[DataFile]) -> list[str]:
+    """What verification reads of a unit's staged output: its directory, or its files but those proven by bytes."""
+    proven = item.concatenated.proven
+    return [f.path for f in files if f.name not in proven] if proven else [staged]
+
+
 def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
     """What `_verify` journals for each staged unit; the units that differ get their `failure`. When the read fails
     (a file changed or gone since the write: another job at work), each unit is read again alone, so that one fails
@@ -98,7 +112,7 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
     storage, journal = run.storage, run.journal
     outputs = {item.index: storage.list_data_files(journal.units[item.index].incoming) for item in items}
     try:
-        found = _read_back(run, items)
+        found = _read_back(run, items, outputs)
     except OperationError:
         raise
     except Exception as error:
@@ -120,7 +134,8 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
         unknown = sorted(set(read) - {f.name for f in files})
         if unknown:
             raise OperationError(f"{run.info.qualified_name}: staged file {unknown[0]} was not written by this run")
-        output = combine(list(read.values()))
+        proven = item.concatenated.proven
+        output = combine(list(read.values()) + list(proven.values()))
         taken = {path.rsplit("/", 1)[1] for path in item.spark_inputs}
         source = found.get(storage.qualify(unit.live), {})
         item.before = combine([item.concatenated.before] + [part for name, part in source.items() if name in taken])
@@ -139,6 +154,9 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
         }
         label = run.label(unit)
         untouched = "; the output was deleted and the original files are untouched"
+        if vanished := sorted(set(proven) - {f.name for f in files}):
+            item.failure = f"{label}: verification failed: concatenated output {vanished[0]} vanished{untouched}"
+            continue
         if item.before.rows != item.footer_rows:
             item.failure = (
                 f"{label}: verification failed: its {len(item.inputs)} file(s) hold {item.footer_rows} rows by their "

@@ -7,16 +7,22 @@ recompressed by its codec transform; the inputs' key-value metadata copied to th
 differ. ORC goes through `OrcFile.mergeFiles`, which copies stripes and returns the inputs it took: the others are
 rewritten by Spark. Both create their output exclusively (an existing file is never overwritten).
 
-After each concatenation its output's own footer must count the sum of its inputs' rows and of their row groups /
-stripes, else a UnitFailure (the caller, `ops/write.py`, gives the concatenations up and has Spark rewrite the whole
-unit). The concatenated inputs' content fingerprint comes from one labelled Spark read of them, so verification still
-compares every input row with the output.
+What proves each output, right after it is written (a failure is a UnitFailure: the caller, `ops/write.py`, gives the
+concatenations up and has Spark rewrite the whole unit):
+- a Parquet copy (no codec change) is proven by its bytes (`spark_resources/CopyProof.java`): its row groups are its
+  inputs', in order, each column chunk byte for byte the input's under the same description (statistics and page
+  index included). No value is decoded: its fingerprint is rows from the footers and, as checksum, the sum of the
+  chunks' CRC-32C read from each side, and verification does not read it again (`proven`);
+- a recompressed Parquet file or an ORC file is checked by its footer (the sum of its inputs' rows and row groups /
+  stripes) and its inputs are fingerprinted by one labelled Spark read, so that verification compares every input
+  row with the output's.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lakekeeper_dagster.engine.errors import UnitFailure
@@ -30,6 +36,7 @@ from lakekeeper_dagster.engine.rewrite.concatplan import ConcatPlan, plan_concat
 from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, fingerprints_by_file
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from lakekeeper_dagster.engine.rewrite.schema import read_files
+from spark_resources.bulk import copy_proof
 from spark_resources.py4j import hadoop_conf, job_description, jvm
 
 if TYPE_CHECKING:
@@ -47,12 +54,14 @@ DROP_FAULT = "drop-concatenated-row-groups"
 @dataclass(frozen=True)
 class ConcatOutcome:
     """What a unit's byte-level concatenations did: `rewrite` the inputs left to Spark, `concatenated_files` inputs
-    concatenated into `outputs` files, `before` the concatenated inputs' fingerprint."""
+    concatenated into `outputs` files, `before` the concatenated inputs' fingerprint, `proven` the fingerprint of each
+    output proven by its bytes, by file name (verification reads the others)."""
 
     rewrite: list[str]
     concatenated_files: int = 0
     outputs: int = 0
     before: Fingerprint = EMPTY
+    proven: dict[str, Fingerprint] = field(default_factory=dict)
 
     @property
     def write_mode(self) -> str:
@@ -108,6 +117,20 @@ def _check(output: FileFooter, inputs: list[FileFooter], label: str) -> None:
         )
 
 
+def prove_copy(spark: SparkSession, output: str, inputs: list[str], label: str) -> tuple[Fingerprint, Fingerprint]:
+    """The (inputs', output's) fingerprints of a Parquet concatenation proven byte for byte (`CopyProof.parquet`), or
+    UnitFailure saying what differs."""
+    proof = json.loads(copy_proof(spark).parquet(hadoop_conf(spark), output, json.dumps(inputs)))
+    if "error" in proof:
+        raise UnitFailure(
+            f"{label}: verification failed: the concatenation of {len(inputs)} file(s) into {output} is not a byte "
+            f"copy of them: {' '.join(str(proof['error']).split())[:600]}; the output was deleted and the original "
+            "files are untouched"
+        )
+    rows = int(proof["rows"])
+    return Fingerprint(rows, proof["input_crc"]), Fingerprint(rows, proof["output_crc"])
+
+
 def concat_groups(
     spark: SparkSession,
     info: TableInfo,
@@ -122,30 +145,43 @@ def concat_groups(
     """Write `plan`'s groups into `directory` (files `<prefix>-<n>.<format>`), check each, fingerprint their inputs.
 
     `spark`: the unit's reading session. `codec`: the codec the outputs get, as the footers name it (Parquet only;
-    None keeps the inputs'). An ORC input `mergeFiles` did not take is returned in `rewrite` with the others.
+    None keeps the inputs'): a group already in it is copied, not recompressed. An ORC input `mergeFiles` did not take
+    is returned in `rewrite` with the others.
     """
     by_path = {f.path: f for f in footers}
-    concatenate = _parquet if info.file_format == "parquet" else _orc
+    parquet = info.file_format == "parquet"
+    concatenate = _parquet if parquet else _orc
     rewrite, concatenated, outputs = list(plan.rewrite), [], 0
+    proven: dict[str, Fingerprint] = {}
+    before: list[Fingerprint] = []  # of the proven groups' inputs
+    unproven: list[str] = []  # inputs of the other groups: fingerprinted by Spark
     for number, group in enumerate(plan.groups):
-        output = child(directory, f"{prefix}-{number}.{info.file_format}")
+        name = f"{prefix}-{number}.{info.file_format}"
+        output = child(directory, name)
+        transform = codec if codec is not None and any(by_path[p].codecs != (codec,) for p in group) else None
         given = list(group[:-1]) if wants(DROP_FAULT) else list(group)
-        taken = concatenate(spark, given, output, codec)
+        taken = concatenate(spark, given, output, transform)
         if wants(DROP_FAULT):
             taken = list(group)
         rewrite += [path for path in group if path not in taken]
         if not taken:
             continue
-        _check(read_footers(spark, info.file_format, [output], label)[0], [by_path[p] for p in taken], label)
+        if parquet and transform is None:
+            inputs_part, proven[name] = prove_copy(spark, output, taken, label)
+            before.append(inputs_part)
+        else:
+            _check(read_footers(spark, info.file_format, [output], label)[0], [by_path[p] for p in taken], label)
+            unproven += taken
         concatenated += taken
         outputs += 1
         log.info("%s: concatenated %d file(s) into %s", label, len(taken), output)
     if not concatenated:
         return ConcatOutcome(rewrite)
-    described = f"lakekeeper compact {label}: fingerprint {len(concatenated)} concatenated input file(s)"
-    with job_description(spark, described):
-        parts = fingerprints_by_file(read_files(spark, info, schema, concatenated), schema)
-    return ConcatOutcome(rewrite, len(concatenated), outputs, combine(list(parts.values())))
+    if unproven:
+        described = f"lakekeeper compact {label}: fingerprint {len(unproven)} concatenated input file(s)"
+        with job_description(spark, described):
+            before += fingerprints_by_file(read_files(spark, info, schema, unproven), schema).values()
+    return ConcatOutcome(rewrite, len(concatenated), outputs, combine(before), proven)
 
 
 def concat_unit(

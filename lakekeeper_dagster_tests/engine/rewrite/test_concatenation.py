@@ -7,8 +7,9 @@ import dataclasses
 
 import pytest
 
-from lakekeeper_dagster.engine.errors import ConfigError
+from lakekeeper_dagster.engine.errors import ConfigError, UnitFailure
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.rewrite.concat import _parquet, prove_copy
 from lakekeeper_dagster.engine.rewrite.concatplan import plan_concat
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from lakekeeper_dagster.engine.settings import EngineSettings
@@ -236,9 +237,29 @@ def test_a_concatenation_that_loses_row_groups_is_given_up_for_a_spark_rewrite(s
 
     monkeypatch.delenv("LAKEKEEPER_FAULT")
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
-    assert "byte merge given up" in result.reason and "inputs hold 6000" in result.reason
+    assert "byte merge given up" in result.reason and "not a byte copy" in result.reason
+    assert "fewer than its inputs" in result.reason
     assert not [p for p in data_files(data_dir) if p.name.startswith("lk-merged-")] and not hidden_dirs(data_dir)
     assert rows_of(spark, table) == before
+
+
+def test_a_parquet_concatenation_is_proven_byte_for_byte_and_a_changed_byte_or_order_fails(spark, data_dir):
+    for first in (0, 5000):
+        _write(spark, data_dir.as_uri(), first, 5000)
+    inputs = [f"file://{p}" for p in data_files(data_dir)]
+    output = data_dir.parent / "copy.parquet"
+    _parquet(spark, inputs, f"file://{output}", None)
+
+    before, after = prove_copy(spark, f"file://{output}", inputs, "test")
+    assert before == after and before.rows == 10000 and int(before.checksum) > 0
+    with pytest.raises(UnitFailure, match="not a byte copy of them: row group 0 "):  # the inputs in another order
+        prove_copy(spark, f"file://{output}", inputs[::-1], "test")
+    copied = bytearray(output.read_bytes())
+    copied[4 + 100] ^= 0xFF  # inside the first column chunk, which starts after the magic number
+    output.write_bytes(bytes(copied))
+    (data_dir.parent / ".copy.parquet.crc").unlink()  # a copier's bug, not a disk's: the sidecar checksum would agree
+    with pytest.raises(UnitFailure, match="row group 0 .* column id: byte 100 of the chunk differs"):
+        prove_copy(spark, f"file://{output}", inputs, "test")
 
 
 def test_an_orc_concatenation_that_loses_the_calendar_flag_is_given_up_for_a_spark_rewrite(spark, database, data_dir):

@@ -1,0 +1,222 @@
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.Path;
+import org.apache.parquet.hadoop.ParquetFileReader;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
+import org.apache.parquet.hadoop.metadata.FileMetaData;
+
+/**
+ * Proves a byte-level concatenation of Parquet files without decoding a value: the output's row groups are its
+ * inputs' row groups, in input order, each column chunk holding the very bytes of the input's chunk (compared byte
+ * for byte) under the same description (type, codec, encodings, value count, sizes, statistics, the dictionary and
+ * first data page at the same place in the chunk, the same page index). A reader decoding the output then decodes
+ * exactly what it decoded from the inputs, filtered reads included. Compiled in the driver's JVM at first use, like
+ * `DriverBulk` (`spark_resources/bulk.py`): Janino's Java, no lambdas, raw collections.
+ */
+public class CopyProof {
+    private static final int BUFFER = 1 << 20;
+    private final ObjectMapper mapper = new ObjectMapper();
+
+    /** {"rows", "row_groups", "chunks", "bytes" (compared), "input_crc" and "output_crc" (the sums of each chunk's
+     * CRC-32C, read from each side)}; or {"error": what differs, or why a file could not be read}. */
+    public String parquet(Configuration conf, String output, String inputsJson) throws Exception {
+        List inputs = (List) mapper.readValue(inputsJson, List.class);
+        Map out = new LinkedHashMap();
+        try {
+            prove(conf, output, inputs, out);
+        } catch (Throwable e) {  // a corrupt footer can throw an Error: the proof fails, nothing else
+            out.clear();
+            out.put("error", e.getMessage() == null ? e.toString() : e.getMessage());
+        }
+        return mapper.writeValueAsString(out);
+    }
+
+    private static ParquetFileReader open(Configuration conf, String path) throws Exception {
+        return ParquetFileReader.open(org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(new Path(path), conf));
+    }
+
+    private static FSDataInputStream stream(Configuration conf, String path) throws Exception {
+        Path hadoop = new Path(path);
+        return hadoop.getFileSystem(conf).open(hadoop);
+    }
+
+    private void prove(Configuration conf, String output, List inputs, Map out) throws Exception {
+        ParquetFileReader target = open(conf, output);
+        FSDataInputStream written = stream(conf, output);
+        long[] totals = new long[6];  // rows, row groups, chunks, bytes, input CRC sum, output CRC sum
+        try {
+            FileMetaData meta = target.getFooter().getFileMetaData();
+            List blocks = target.getFooter().getBlocks();
+            int next = 0;
+            for (int i = 0; i < inputs.size(); i++) {
+                String input = (String) inputs.get(i);
+                ParquetFileReader source = open(conf, input);
+                FSDataInputStream read = stream(conf, input);
+                try {
+                    FileMetaData inputMeta = source.getFooter().getFileMetaData();
+                    if (!inputMeta.getSchema().equals(meta.getSchema())) {
+                        throw new IllegalStateException("its schema is not that of input " + input);
+                    }
+                    Map kept = meta.getKeyValueMetaData();
+                    Object[] keys = inputMeta.getKeyValueMetaData().keySet().toArray();
+                    for (int k = 0; k < keys.length; k++) {
+                        Object value = inputMeta.getKeyValueMetaData().get(keys[k]);
+                        if (!value.equals(kept.get(keys[k]))) {
+                            throw new IllegalStateException("key-value metadata " + keys[k] + " differs from " + input + "'s");
+                        }
+                    }
+                    List sourceBlocks = source.getFooter().getBlocks();
+                    for (int b = 0; b < sourceBlocks.size(); b++) {
+                        if (next >= blocks.size()) {
+                            throw new IllegalStateException("it has " + blocks.size() + " row groups, fewer than its inputs");
+                        }
+                        String where = "row group " + next + " (row group " + b + " of " + input + ")";
+                        BlockMetaData copy = (BlockMetaData) blocks.get(next++);
+                        block(source, read, (BlockMetaData) sourceBlocks.get(b), target, written, copy, where, totals);
+                    }
+                } finally {
+                    read.close();
+                    source.close();
+                }
+            }
+            if (next != blocks.size()) {
+                throw new IllegalStateException("it has " + blocks.size() + " row groups, its inputs " + next);
+            }
+        } finally {
+            written.close();
+            target.close();
+        }
+        out.put("rows", Long.valueOf(totals[0]));
+        out.put("row_groups", Long.valueOf(totals[1]));
+        out.put("chunks", Long.valueOf(totals[2]));
+        out.put("bytes", Long.valueOf(totals[3]));
+        out.put("input_crc", String.valueOf(totals[4]));
+        out.put("output_crc", String.valueOf(totals[5]));
+    }
+
+    private static void block(ParquetFileReader source, FSDataInputStream read, BlockMetaData original,
+                              ParquetFileReader target, FSDataInputStream written, BlockMetaData copy, String where,
+                              long[] totals) throws Exception {
+        if (original.getRowCount() != copy.getRowCount()) {
+            throw new IllegalStateException(where + " holds " + copy.getRowCount() + " rows, the input's " + original.getRowCount());
+        }
+        List columns = original.getColumns();
+        if (columns.size() != copy.getColumns().size()) {
+            throw new IllegalStateException(where + " has " + copy.getColumns().size() + " column chunks, the input's " + columns.size());
+        }
+        Map copies = new HashMap();
+        for (int c = 0; c < copy.getColumns().size(); c++) {
+            ColumnChunkMetaData chunk = (ColumnChunkMetaData) copy.getColumns().get(c);
+            copies.put(chunk.getPath(), chunk);
+        }
+        for (int c = 0; c < columns.size(); c++) {
+            ColumnChunkMetaData chunk = (ColumnChunkMetaData) columns.get(c);
+            ColumnChunkMetaData copied = (ColumnChunkMetaData) copies.get(chunk.getPath());
+            String column = where + ", column " + chunk.getPath().toDotString();
+            if (copied == null) {
+                throw new IllegalStateException(column + " is missing");
+            }
+            described(chunk, copied, column);
+            pageIndex(source, chunk, target, copied, column);
+            long[] crcs = sameBytes(read, chunk.getStartingPos(), written, copied.getStartingPos(), chunk.getTotalSize(), column);
+            totals[2]++;
+            totals[3] += chunk.getTotalSize();
+            totals[4] += crcs[0];
+            totals[5] += crcs[1];
+        }
+        totals[0] += copy.getRowCount();
+        totals[1]++;
+    }
+
+    /** Everything a reader takes from a chunk's description, but where the chunk starts. */
+    private static void described(ColumnChunkMetaData chunk, ColumnChunkMetaData copied, String column) {
+        String differs = null;
+        if (!chunk.getPrimitiveType().equals(copied.getPrimitiveType())) {
+            differs = "type";
+        } else if (chunk.getCodec() != copied.getCodec()) {
+            differs = "codec";
+        } else if (!chunk.getEncodings().equals(copied.getEncodings())) {
+            differs = "encodings";
+        } else if (chunk.getValueCount() != copied.getValueCount()) {
+            differs = "value count";
+        } else if (chunk.getTotalSize() != copied.getTotalSize()
+                   || chunk.getTotalUncompressedSize() != copied.getTotalUncompressedSize()) {
+            differs = "size";
+        } else if (!chunk.getStatistics().equals(copied.getStatistics())) {
+            differs = "statistics";
+        } else if (chunk.hasDictionaryPage() != copied.hasDictionaryPage()
+                   || chunk.hasDictionaryPage()
+                      && chunk.getDictionaryPageOffset() - chunk.getStartingPos()
+                         != copied.getDictionaryPageOffset() - copied.getStartingPos()
+                   || chunk.getFirstDataPageOffset() - chunk.getStartingPos()
+                      != copied.getFirstDataPageOffset() - copied.getStartingPos()) {
+            differs = "page offsets";
+        }
+        if (differs != null) {
+            throw new IllegalStateException(column + ": its " + differs + " differ from the input's");
+        }
+    }
+
+    /** The page index (offset index and column index) the same but for where the chunk starts. */
+    private static void pageIndex(ParquetFileReader source, ColumnChunkMetaData chunk, ParquetFileReader target,
+                                  ColumnChunkMetaData copied, String column) throws Exception {
+        org.apache.parquet.internal.column.columnindex.OffsetIndex offsets = source.readOffsetIndex(chunk);
+        org.apache.parquet.internal.column.columnindex.OffsetIndex copiedOffsets = target.readOffsetIndex(copied);
+        if ((offsets == null) != (copiedOffsets == null)) {
+            throw new IllegalStateException(column + ": its offset index differs from the input's");
+        }
+        if (offsets != null) {
+            boolean same = offsets.getPageCount() == copiedOffsets.getPageCount();
+            for (int p = 0; same && p < offsets.getPageCount(); p++) {
+                same = offsets.getOffset(p) - chunk.getStartingPos() == copiedOffsets.getOffset(p) - copied.getStartingPos()
+                    && offsets.getCompressedPageSize(p) == copiedOffsets.getCompressedPageSize(p)
+                    && offsets.getFirstRowIndex(p) == copiedOffsets.getFirstRowIndex(p);
+            }
+            if (!same) {
+                throw new IllegalStateException(column + ": its offset index differs from the input's");
+            }
+        }
+        org.apache.parquet.internal.column.columnindex.ColumnIndex index = source.readColumnIndex(chunk);
+        org.apache.parquet.internal.column.columnindex.ColumnIndex copiedIndex = target.readColumnIndex(copied);
+        if ((index == null) != (copiedIndex == null)
+            || index != null && !(index.getBoundaryOrder() == copiedIndex.getBoundaryOrder()
+                                  && index.getNullPages().equals(copiedIndex.getNullPages())
+                                  && String.valueOf(index.getNullCounts()).equals(String.valueOf(copiedIndex.getNullCounts()))
+                                  && index.getMinValues().equals(copiedIndex.getMinValues())
+                                  && index.getMaxValues().equals(copiedIndex.getMaxValues()))) {
+            throw new IllegalStateException(column + ": its column index differs from the input's");
+        }
+    }
+
+    /** Compares `length` bytes of both files, one buffer at a time: the CRC-32C of each side, or the first byte that
+     * differs. */
+    private static long[] sameBytes(FSDataInputStream read, long from, FSDataInputStream written, long to, long length,
+                                    String column) throws Exception {
+        byte[] original = new byte[(int) Math.min(BUFFER, length)];
+        byte[] copied = new byte[original.length];
+        java.util.zip.CRC32C originalCrc = new java.util.zip.CRC32C();
+        java.util.zip.CRC32C copiedCrc = new java.util.zip.CRC32C();
+        for (long done = 0; done < length; ) {
+            int size = (int) Math.min(original.length, length - done);
+            read.readFully(from + done, original, 0, size);
+            written.readFully(to + done, copied, 0, size);
+            int mismatch = Arrays.mismatch(original, 0, size, copied, 0, size);
+            if (mismatch >= 0) {
+                throw new IllegalStateException(column + ": byte " + (done + mismatch) + " of the chunk differs from the input's");
+            }
+            originalCrc.update(original, 0, size);
+            copiedCrc.update(copied, 0, size);
+            done += size;
+        }
+        return new long[] {originalCrc.getValue(), copiedCrc.getValue()};
+    }
+}
