@@ -58,15 +58,17 @@ def _full_acl(storage: Storage, location: str) -> Any:
     return acl_util.getAclFromPermAndEntries(fs.getFileStatus(path).getPermission(), entries)
 
 
-def _carry(storage: Storage, model: Attributes, target: Attributes, owners: bool) -> list[str]:
+def _carry(storage: Storage, model: Attributes, target: Attributes, owners: bool, acls: dict[str, Any]) -> list[str]:
     """Give `target` the permission, ACL, owner and group of `model`, each only where it differs (owner and group
     where this process may: HDFS lets only a superuser change an owner, and an owner only to a group it belongs to);
-    what was not carried, in words."""
+    what was not carried, in words. `acls`: the full ACLs of models read so far, by location (read once a model)."""
     fs, path = storage.java(target.location)
     if target.mode != model.mode:
         fs.setPermission(path, storage.jvm.org.apache.hadoop.fs.permission.FsPermission(f"{model.mode:04o}"))
     if model.extended or target.extended:  # compare the full lists in the JVM, set when they differ
-        acl = _full_acl(storage, model.location)
+        if model.location not in acls:
+            acls[model.location] = _full_acl(storage, model.location)
+        acl = acls[model.location]
         if acl is not None and not _full_acl(storage, target.location).equals(acl):
             fs.setAcl(path, acl)
     if not owners or (target.owner, target.group) == (model.owner, model.group):
@@ -103,7 +105,8 @@ def copy_attributes(storage: Storage, source: str, target: str, owners: bool = T
     model = next((f.path for f in storage.list_data_files(source)), None)
     staged = [child(target, name) for name in storage.list_names(target, directories=False)] if model else []
     found = read_attributes(storage, [source, target] + ([model] if model else []) + staged)
-    missing = _carry(storage, found[0], found[1], owners)
+    acls: dict[str, Any] = {}
+    missing = _carry(storage, found[0], found[1], owners, acls)
     for file in found[3:]:
-        missing += _carry(storage, found[2], file, owners)
+        missing += _carry(storage, found[2], file, owners, acls)
     return sorted(set(missing))

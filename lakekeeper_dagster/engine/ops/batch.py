@@ -30,7 +30,7 @@ from lakekeeper_dagster.engine.rewrite.encodings import (
     changed_encodings,
 )
 from lakekeeper_dagster.engine.rewrite.fingerprint import Fingerprint, combine
-from lakekeeper_dagster.engine.rewrite.footers import read_footers
+from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from lakekeeper_dagster.engine.rewrite.schema import listed_on_driver
 from lakekeeper_dagster.engine.statuses import ProgressStep, UnitState, UnitStatus
 from spark_resources.py4j import isolated_session, java_cause
@@ -103,6 +103,18 @@ def _to_read(staged: str, item: BatchItem, files: list[DataFile]) -> list[str]:
     return [f.path for f in files if f.name not in proven] if proven else [staged]
 
 
+def _output_footers(run: CompactionRun, files: list[DataFile]) -> dict[str, FileFooter]:
+    """The footers of a batch's staged files in one call, by path; none when a file cannot be read (each unit's are
+    then read apart, so that only its unit fails) or the format has none."""
+    if run.info.file_format in COPIED_FORMATS:
+        return {}
+    try:
+        footers = read_footers(run.spark, run.info.file_format, [f.path for f in files], run.info.qualified_name)
+    except UnitFailure:
+        return {}
+    return {f.path: f for f in footers}
+
+
 def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
     """What `_verify` journals for each staged unit; the units that differ get their `failure`. When the read fails
     (a file changed or gone since the write: another job at work), each unit is read again alone, so that one fails
@@ -128,6 +140,7 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
         return {}
     written = {}
     copied = run.info.file_format in COPIED_FORMATS  # no footers to count rows by: checked by their bytes or headers
+    read_together = _output_footers(run, [f for files in outputs.values() for f in files])
     for item in items:
         unit, files = journal.units[item.index], outputs[item.index]
         read = found.get(storage.qualify(unit.incoming), {})
@@ -164,7 +177,13 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
             )
             continue
         try:
-            footers = [] if copied else read_footers(run.spark, run.info.file_format, [f.path for f in files], label)
+            paths = [f.path for f in files]
+            if copied:
+                footers = []
+            elif set(paths) <= set(read_together):
+                footers = [read_together[p] for p in paths]
+            else:
+                footers = read_footers(run.spark, run.info.file_format, paths, label)
         except UnitFailure as failure:
             item.failure = str(failure)
             continue
