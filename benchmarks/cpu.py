@@ -63,7 +63,8 @@ def run(command: list[str], timeout: float = 3600, **popen: object) -> tuple[int
 
     The wall time is the contender's own process, as its user sees it; its JVM's shutdown after that is reaped
     but not timed. CPU figures: `cpu_python_s` (the contender process), `cpu_jvm_s` (its re-parented descendants:
-    the JVM), `cpu_s` (both), `max_rss_mb` (the largest resident set among them); `cpu_measured` is false where
+    the JVM), `cpu_s` (both), `max_rss_mb` (the largest resident set among them), `python_rss_mb` and `jvm_rss_mb`
+    (the peak resident set of the contender process and the largest of its JVM's); `cpu_measured` is false where
     the subreaper is not available (then the JVM's share is missing)."""
     complete = _become_subreaper()
     started = time.perf_counter()
@@ -81,6 +82,8 @@ def run(command: list[str], timeout: float = 3600, **popen: object) -> tuple[int
         "cpu_python_s": round(_seconds(usage), 3),
         "cpu_jvm_s": round(sum(_seconds(u) for u in others), 3),
         "max_rss_mb": round(max(rss, default=0) / 1024, 1),
+        "python_rss_mb": round(usage.ru_maxrss / 1024, 1) if usage else None,
+        "jvm_rss_mb": round(max((u.ru_maxrss for u in others if u), default=0) / 1024, 1),
         "cpu_measured": complete,
     }
     figures["cpu_s"] = round(figures["cpu_python_s"] + figures["cpu_jvm_s"], 3)
