@@ -15,12 +15,15 @@ import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
 import org.apache.parquet.hadoop.metadata.FileMetaData;
 
 /**
- * Proves a byte-level concatenation of Parquet files without decoding a value: the output's row groups are its
- * inputs' row groups, in input order, each column chunk holding the very bytes of the input's chunk (compared byte
- * for byte) under the same description (type, codec, encodings, value count, sizes, statistics, the dictionary and
- * first data page at the same place in the chunk, the same page index). A reader decoding the output then decodes
- * exactly what it decoded from the inputs, filtered reads included. Compiled in the driver's JVM at first use, like
- * `DriverBulk` (`spark_resources/bulk.py`): Janino's Java, no lambdas, raw collections.
+ * Proves a byte-level concatenation without decoding a value. Parquet: the output's row groups are its inputs' row
+ * groups, in input order, each column chunk holding the very bytes of the input's chunk (compared byte for byte)
+ * under the same description (type, codec, encodings, value count, sizes, statistics, the dictionary and first data
+ * page at the same place in the chunk, the same page index). ORC: the output's stripes are its inputs' stripes, in
+ * input order, byte for byte, with the same statistics, under a tail that decodes them alike (schema, compression,
+ * file and writer version, row index stride, calendar, user metadata) and whose file statistics are the merge of the
+ * inputs'. A reader decoding the output then decodes exactly what it decoded from the inputs, filtered reads
+ * included. Compiled in the driver's JVM at first use, like `DriverBulk` (`spark_resources/bulk.py`): Janino's
+ * Java, no lambdas, raw collections.
  */
 public class CopyProof {
     private static final int BUFFER = 1 << 20;
@@ -28,11 +31,17 @@ public class CopyProof {
 
     /** {"rows", "row_groups", "chunks", "bytes" (compared), "input_crc" and "output_crc" (the sums of each chunk's
      * CRC-32C, read from each side)}; or {"error": what differs, or why a file could not be read}. */
-    public String parquet(Configuration conf, String output, String inputsJson) throws Exception {
+    public String prove(Configuration conf, String format, String output, String inputsJson) throws Exception {
         List inputs = (List) mapper.readValue(inputsJson, List.class);
         Map out = new LinkedHashMap();
         try {
-            prove(conf, output, inputs, out);
+            long[] totals = "parquet".equals(format) ? parquet(conf, output, inputs) : orc(conf, output, inputs);
+            out.put("rows", Long.valueOf(totals[0]));
+            out.put("row_groups", Long.valueOf(totals[1]));
+            out.put("chunks", Long.valueOf(totals[2]));
+            out.put("bytes", Long.valueOf(totals[3]));
+            out.put("input_crc", String.valueOf(totals[4]));
+            out.put("output_crc", String.valueOf(totals[5]));
         } catch (Throwable e) {  // a corrupt footer can throw an Error: the proof fails, nothing else
             out.clear();
             out.put("error", e.getMessage() == null ? e.toString() : e.getMessage());
@@ -49,7 +58,7 @@ public class CopyProof {
         return hadoop.getFileSystem(conf).open(hadoop);
     }
 
-    private void prove(Configuration conf, String output, List inputs, Map out) throws Exception {
+    private static long[] parquet(Configuration conf, String output, List inputs) throws Exception {
         ParquetFileReader target = open(conf, output);
         FSDataInputStream written = stream(conf, output);
         long[] totals = new long[6];  // rows, row groups, chunks, bytes, input CRC sum, output CRC sum
@@ -95,12 +104,122 @@ public class CopyProof {
             written.close();
             target.close();
         }
-        out.put("rows", Long.valueOf(totals[0]));
-        out.put("row_groups", Long.valueOf(totals[1]));
-        out.put("chunks", Long.valueOf(totals[2]));
-        out.put("bytes", Long.valueOf(totals[3]));
-        out.put("input_crc", String.valueOf(totals[4]));
-        out.put("output_crc", String.valueOf(totals[5]));
+        return totals;
+    }
+
+    private static org.apache.orc.Reader orcReader(Configuration conf, String path) throws Exception {
+        return org.apache.orc.OrcFile.createReader(new Path(path), org.apache.orc.OrcFile.readerOptions(conf));
+    }
+
+    private static long[] orc(Configuration conf, String output, List inputs) throws Exception {
+        org.apache.orc.Reader target = orcReader(conf, output);
+        FSDataInputStream written = stream(conf, output);
+        long[] totals = new long[6];  // rows, stripes, stripes again (the chunks compared), bytes, CRC sums
+        try {
+            if (target.getEncryptionVariants().length > 0) {
+                throw new IllegalStateException("it has encrypted columns, which are not compared");
+            }
+            List stripes = target.getStripes();
+            List stripeStats = target.getOrcProtoStripeStatistics();
+            org.apache.orc.TypeDescription schema = target.getSchema();
+            org.apache.orc.impl.ColumnStatisticsImpl[] merged = null;
+            int next = 0;
+            for (int i = 0; i < inputs.size(); i++) {
+                String input = (String) inputs.get(i);
+                org.apache.orc.Reader source = orcReader(conf, input);
+                FSDataInputStream read = stream(conf, input);
+                try {
+                    orcTail(source, target, input);
+                    List fileStats = source.getOrcProtoFileStatistics();
+                    if (merged == null) {
+                        merged = new org.apache.orc.impl.ColumnStatisticsImpl[fileStats.size()];
+                    }
+                    for (int c = 0; c < fileStats.size(); c++) {
+                        org.apache.orc.impl.ColumnStatisticsImpl stats = org.apache.orc.impl.ColumnStatisticsImpl.deserialize(
+                            schema.findSubtype(c), (org.apache.orc.OrcProto.ColumnStatistics) fileStats.get(c));
+                        if (merged[c] == null) {
+                            merged[c] = stats;
+                        } else {
+                            merged[c].merge(stats);
+                        }
+                    }
+                    List sourceStripes = source.getStripes();
+                    List sourceStats = source.getOrcProtoStripeStatistics();
+                    for (int s = 0; s < sourceStripes.size(); s++) {
+                        if (next >= stripes.size()) {
+                            throw new IllegalStateException("it has " + stripes.size() + " stripes, fewer than its inputs");
+                        }
+                        String where = "stripe " + next + " (stripe " + s + " of " + input + ")";
+                        org.apache.orc.StripeInformation original = (org.apache.orc.StripeInformation) sourceStripes.get(s);
+                        org.apache.orc.StripeInformation copy = (org.apache.orc.StripeInformation) stripes.get(next);
+                        if (original.getNumberOfRows() != copy.getNumberOfRows()
+                            || original.getIndexLength() != copy.getIndexLength()
+                            || original.getDataLength() != copy.getDataLength()
+                            || original.getFooterLength() != copy.getFooterLength()) {
+                            throw new IllegalStateException(where + ": its rows or lengths differ from the input's");
+                        }
+                        if (!sourceStats.get(s).equals(stripeStats.get(next))) {
+                            throw new IllegalStateException(where + ": its statistics differ from the input's");
+                        }
+                        long[] crcs = sameBytes(read, original.getOffset(), written, copy.getOffset(), original.getLength(), where);
+                        totals[0] += copy.getNumberOfRows();
+                        totals[1]++;
+                        totals[2]++;
+                        totals[3] += original.getLength();
+                        totals[4] += crcs[0];
+                        totals[5] += crcs[1];
+                        next++;
+                    }
+                } finally {
+                    read.close();
+                    source.close();
+                }
+            }
+            if (next != stripes.size()) {
+                throw new IllegalStateException("it has " + stripes.size() + " stripes, its inputs " + next);
+            }
+            List fileStats = target.getOrcProtoFileStatistics();
+            for (int c = 0; merged != null && c < merged.length; c++) {
+                if (!merged[c].serialize().build().equals(fileStats.get(c))) {
+                    throw new IllegalStateException("its file statistics of column " + c + " are not the merge of its inputs'");
+                }
+            }
+        } finally {
+            written.close();
+            target.close();
+        }
+        return totals;
+    }
+
+    /** What an ORC reader decodes a copied stripe with, the same in the output's tail as in the input's. */
+    private static void orcTail(org.apache.orc.Reader source, org.apache.orc.Reader target, String input) {
+        String differs = null;
+        if (source.getEncryptionVariants().length > 0) {
+            differs = "encryption (not compared)";
+        } else if (!source.getSchema().equals(target.getSchema())) {
+            differs = "schema";
+        } else if (source.getCompressionKind() != target.getCompressionKind()
+                   || source.getCompressionSize() > target.getCompressionSize()) {
+            differs = "compression";
+        } else if (source.getFileVersion() != target.getFileVersion()
+                   || source.getWriterVersion() != target.getWriterVersion()) {
+            differs = "file or writer version";
+        } else if (source.getRowIndexStride() != target.getRowIndexStride()) {
+            differs = "row index stride";
+        } else if (source.writerUsedProlepticGregorian() != target.writerUsedProlepticGregorian()) {
+            differs = "calendar (proleptic Gregorian or hybrid)";
+        } else {
+            List keys = source.getMetadataKeys();
+            for (int k = 0; k < keys.size() && differs == null; k++) {
+                String key = (String) keys.get(k);
+                if (!target.hasMetadataValue(key) || !source.getMetadataValue(key).equals(target.getMetadataValue(key))) {
+                    differs = "user metadata " + key;
+                }
+            }
+        }
+        if (differs != null) {
+            throw new IllegalStateException("its " + differs + " differs from that of input " + input);
+        }
     }
 
     private static void block(ParquetFileReader source, FSDataInputStream read, BlockMetaData original,
@@ -211,7 +330,7 @@ public class CopyProof {
             written.readFully(to + done, copied, 0, size);
             int mismatch = Arrays.mismatch(original, 0, size, copied, 0, size);
             if (mismatch >= 0) {
-                throw new IllegalStateException(column + ": byte " + (done + mismatch) + " of the chunk differs from the input's");
+                throw new IllegalStateException(column + ": its byte " + (done + mismatch) + " differs from the input's");
             }
             originalCrc.update(original, 0, size);
             copiedCrc.update(copied, 0, size);

@@ -9,13 +9,13 @@ rewritten by Spark. Both create their output exclusively (an existing file is ne
 
 What proves each output, right after it is written (a failure is a UnitFailure: the caller, `ops/write.py`, gives the
 concatenations up and has Spark rewrite the whole unit):
-- a Parquet copy (no codec change) is proven by its bytes (`spark_resources/CopyProof.java`): its row groups are its
-  inputs', in order, each column chunk byte for byte the input's under the same description (statistics and page
-  index included). No value is decoded: its fingerprint is rows from the footers and, as checksum, the sum of the
-  chunks' CRC-32C read from each side, and verification does not read it again (`proven`);
-- a recompressed Parquet file or an ORC file is checked by its footer (the sum of its inputs' rows and row groups /
-  stripes) and its inputs are fingerprinted by one labelled Spark read, so that verification compares every input
-  row with the output's.
+- a copy (no codec change) is proven by its bytes (`spark_resources/CopyProof.java`): its row groups / stripes are
+  its inputs', in order, byte for byte, under the same description (statistics and Parquet's page index included)
+  and a footer / tail that decodes them alike. No value is decoded: its fingerprint is rows from the footers and, as
+  checksum, the sum of the copied bytes' CRC-32C read from each side, and verification does not read it again
+  (`proven`);
+- a recompressed Parquet file is checked by its footer (the sum of its inputs' rows and row groups) and its inputs
+  are fingerprinted by one labelled Spark read, so that verification compares every input row with the output's.
 """
 
 from __future__ import annotations
@@ -117,10 +117,12 @@ def _check(output: FileFooter, inputs: list[FileFooter], label: str) -> None:
         )
 
 
-def prove_copy(spark: SparkSession, output: str, inputs: list[str], label: str) -> tuple[Fingerprint, Fingerprint]:
-    """The (inputs', output's) fingerprints of a Parquet concatenation proven byte for byte (`CopyProof.parquet`), or
+def prove_copy(
+    spark: SparkSession, file_format: str, output: str, inputs: list[str], label: str
+) -> tuple[Fingerprint, Fingerprint]:
+    """The (inputs', output's) fingerprints of a Parquet or ORC concatenation proven byte for byte (`CopyProof`), or
     UnitFailure saying what differs."""
-    proof = json.loads(copy_proof(spark).parquet(hadoop_conf(spark), output, json.dumps(inputs)))
+    proof = json.loads(copy_proof(spark).prove(hadoop_conf(spark), file_format, output, json.dumps(inputs)))
     if "error" in proof:
         raise UnitFailure(
             f"{label}: verification failed: the concatenation of {len(inputs)} file(s) into {output} is not a byte "
@@ -166,8 +168,8 @@ def concat_groups(
         rewrite += [path for path in group if path not in taken]
         if not taken:
             continue
-        if parquet and transform is None:
-            inputs_part, proven[name] = prove_copy(spark, output, taken, label)
+        if transform is None:
+            inputs_part, proven[name] = prove_copy(spark, info.file_format, output, taken, label)
             before.append(inputs_part)
         else:
             _check(read_footers(spark, info.file_format, [output], label)[0], [by_path[p] for p in taken], label)

@@ -9,7 +9,7 @@ import pytest
 
 from lakekeeper_dagster.engine.errors import ConfigError, UnitFailure
 from lakekeeper_dagster.engine.ops.compaction import compact_table
-from lakekeeper_dagster.engine.rewrite.concat import _parquet, prove_copy
+from lakekeeper_dagster.engine.rewrite.concat import _orc, _parquet, prove_copy
 from lakekeeper_dagster.engine.rewrite.concatplan import plan_concat
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from lakekeeper_dagster.engine.settings import EngineSettings
@@ -243,28 +243,30 @@ def test_a_concatenation_that_loses_row_groups_is_given_up_for_a_spark_rewrite(s
     assert rows_of(spark, table) == before
 
 
-def test_a_parquet_concatenation_is_proven_byte_for_byte_and_a_changed_byte_or_order_fails(spark, data_dir):
+@pytest.mark.parametrize(("fmt", "copy", "magic"), [("parquet", _parquet, 4), ("orc", _orc, 3)])
+def test_a_concatenation_is_proven_byte_for_byte_and_a_changed_byte_or_order_fails(spark, data_dir, fmt, copy, magic):
     for first in (0, 5000):
-        _write(spark, data_dir.as_uri(), first, 5000)
+        _write(spark, data_dir.as_uri(), first, 5000, fmt)
     inputs = [f"file://{p}" for p in data_files(data_dir)]
-    output = data_dir.parent / "copy.parquet"
-    _parquet(spark, inputs, f"file://{output}", None)
+    output = data_dir.parent / f"copy.{fmt}"
+    copy(spark, inputs, f"file://{output}", None)
 
-    before, after = prove_copy(spark, f"file://{output}", inputs, "test")
+    before, after = prove_copy(spark, fmt, f"file://{output}", inputs, "test")
     assert before == after and before.rows == 10000 and int(before.checksum) > 0
-    with pytest.raises(UnitFailure, match="not a byte copy of them: row group 0 "):  # the inputs in another order
-        prove_copy(spark, f"file://{output}", inputs[::-1], "test")
+    with pytest.raises(UnitFailure, match="not a byte copy of them: "):  # the inputs in another order
+        prove_copy(spark, fmt, f"file://{output}", inputs[::-1], "test")
     copied = bytearray(output.read_bytes())
-    copied[4 + 100] ^= 0xFF  # inside the first column chunk, which starts after the magic number
+    copied[magic + 100] ^= 0xFF  # inside the first column chunk / stripe, which starts right after the magic number
     output.write_bytes(bytes(copied))
-    (data_dir.parent / ".copy.parquet.crc").unlink()  # a copier's bug, not a disk's: the sidecar checksum would agree
-    with pytest.raises(UnitFailure, match="row group 0 .* column id: byte 100 of the chunk differs"):
-        prove_copy(spark, f"file://{output}", inputs, "test")
+    (data_dir.parent / f".copy.{fmt}.crc").unlink()  # a copier's bug, not a disk's: the sidecar checksum would agree
+    with pytest.raises(UnitFailure, match=r"(row group|stripe) 0 .*: its byte 100 differs from the input's"):
+        prove_copy(spark, fmt, f"file://{output}", inputs, "test")
 
 
 def test_an_orc_concatenation_that_loses_the_calendar_flag_is_given_up_for_a_spark_rewrite(spark, database, data_dir):
     """ORC's mergeFiles writes the hybrid calendar whatever its inputs used: dates before 1582 of files written in
-    the proleptic Gregorian calendar (Hive 3) read back shifted, verification fails, and Spark rewrites the unit."""
+    the proleptic Gregorian calendar (Hive 3) would read back shifted; the proof finds the calendar changed, and
+    Spark rewrites the unit."""
     table = _table(spark, database, data_dir, "orc", "id BIGINT, v STRING, n INT, d DATE")
     old_dates = ("date_add(DATE'1000-01-01', cast(id AS int)) AS d",)
     for first in (0, 5000):
@@ -274,7 +276,7 @@ def test_an_orc_concatenation_that_loses_the_calendar_flag_is_given_up_for_a_spa
     (result,) = compact_table(spark, database, "ev", CONCATENATING)
 
     assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
-    assert "byte merge given up" in result.reason and "verification failed" in result.reason
+    assert "byte merge given up" in result.reason and "its calendar (proleptic Gregorian or hybrid)" in result.reason
     assert rows_of(spark, table) == before and result.checksum_matches
     assert not hidden_dirs(data_dir)
 
