@@ -1,6 +1,5 @@
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -15,22 +14,23 @@ import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
 import org.apache.parquet.hadoop.metadata.FileMetaData;
 
 /**
- * Proves a byte-level concatenation without decoding a value. Parquet: the output's row groups are its inputs' row
- * groups, in input order, each column chunk holding the very bytes of the input's chunk (compared byte for byte)
- * under the same description (type, codec, encodings, value count, sizes, statistics, the dictionary and first data
- * page at the same place in the chunk, the same page index). ORC: the output's stripes are its inputs' stripes, in
- * input order, byte for byte, with the same statistics, under a tail that decodes them alike (schema, compression,
- * file and writer version, row index stride, calendar, user metadata) and whose file statistics are the merge of the
- * inputs'. A reader decoding the output then decodes exactly what it decoded from the inputs, filtered reads
- * included. Compiled in the driver's JVM at first use, like `DriverBulk` (`spark_resources/bulk.py`): Janino's
- * Java, no lambdas, raw collections.
+ * Proves a byte-level concatenation without decoding its output. Parquet: the output's row groups are its inputs' row
+ * groups, in input order, each column chunk at its place holding the very bytes of the input's chunk (compared byte
+ * for byte) under the same description (type, codec, encodings and their page counts, value count, sizes, statistics,
+ * the dictionary and first data page at the same place in the chunk, the same page index and bloom filter), each row
+ * group the one a reader's split over its bytes selects. ORC: the output's stripes are its inputs' stripes, in input
+ * order, byte for byte, with the same statistics, under a tail that decodes them alike (schema, compression, file and
+ * writer version, row index stride, calendar, user metadata) and whose file statistics are the merge of the inputs'.
+ * A reader decoding the output then decodes exactly what it decoded from the inputs, filtered reads included.
+ * Compiled in the driver's JVM at first use, like `DriverBulk` (`spark_resources/bulk.py`): Janino's Java, no
+ * lambdas, raw collections.
  */
 public class CopyProof {
     private static final int BUFFER = 1 << 20;
     private final ObjectMapper mapper = new ObjectMapper();
 
-    /** {"rows", "row_groups", "chunks", "bytes" (compared), "input_crc" and "output_crc" (the sums of each chunk's
-     * CRC-32C, read from each side)}; or {"error": what differs, or why a file could not be read}. */
+    /** {"rows", "row_groups" (or stripes), "chunks" (column chunks or stripes compared), "bytes" (compared),
+     * "output_bytes" (its length)}; or {"error": what differs, or why a file could not be read}. */
     public String prove(Configuration conf, String format, String output, String inputsJson) throws Exception {
         List inputs = (List) mapper.readValue(inputsJson, List.class);
         Map out = new LinkedHashMap();
@@ -40,9 +40,11 @@ public class CopyProof {
             out.put("row_groups", Long.valueOf(totals[1]));
             out.put("chunks", Long.valueOf(totals[2]));
             out.put("bytes", Long.valueOf(totals[3]));
-            out.put("input_crc", String.valueOf(totals[4]));
-            out.put("output_crc", String.valueOf(totals[5]));
-        } catch (Throwable e) {  // a corrupt footer can throw an Error: the proof fails, nothing else
+            Path written = new Path(output);
+            out.put("output_bytes", Long.valueOf(written.getFileSystem(conf).getFileStatus(written).getLen()));
+        } catch (VirtualMachineError e) {
+            throw e;
+        } catch (Throwable e) {  // a corrupt footer can throw another Error: the proof fails, nothing else
             out.clear();
             out.put("error", e.getMessage() == null ? e.toString() : e.getMessage());
         }
@@ -58,19 +60,56 @@ public class CopyProof {
         return hadoop.getFileSystem(conf).open(hadoop);
     }
 
+    /** Closes what was opened, last first, each even when another fails; the first failure is thrown after. */
+    private static void closeAll(List opened) throws Exception {
+        Exception first = null;
+        for (int i = opened.size() - 1; i >= 0; i--) {
+            try {
+                ((java.io.Closeable) opened.get(i)).close();
+            } catch (Exception e) {
+                first = first == null ? e : first;
+            }
+        }
+        opened.clear();
+        if (first != null) {
+            throw first;
+        }
+    }
+
+    /** Each row group of `output` is the one row group a reader's split over its bytes selects: a reader splitting
+     * the file takes a row group where the middle of its extent as the footer records it falls. */
+    private static void splitsSelect(Configuration conf, String output, List blocks) throws Exception {
+        for (int b = 0; b < blocks.size(); b++) {
+            BlockMetaData block = (BlockMetaData) blocks.get(b);
+            long start = block.getStartingPos();
+            org.apache.parquet.hadoop.metadata.ParquetMetadata ranged = ParquetFileReader.readFooter(conf, new Path(output),
+                org.apache.parquet.format.converter.ParquetMetadataConverter.range(start, start + block.getCompressedSize()));
+            List found = ranged.getBlocks();
+            if (found.size() != 1 || ((BlockMetaData) found.get(0)).getStartingPos() != start) {
+                throw new IllegalStateException("row group " + b + " is not the one a split over its bytes reads");
+            }
+        }
+    }
+
     private static long[] parquet(Configuration conf, String output, List inputs) throws Exception {
-        ParquetFileReader target = open(conf, output);
-        FSDataInputStream written = stream(conf, output);
-        long[] totals = new long[6];  // rows, row groups, chunks, bytes, input CRC sum, output CRC sum
+        long[] totals = new long[4];  // rows, row groups, chunks, bytes
+        List opened = new ArrayList();
         try {
+            ParquetFileReader target = open(conf, output);
+            opened.add(target);
+            FSDataInputStream written = stream(conf, output);
+            opened.add(written);
             FileMetaData meta = target.getFooter().getFileMetaData();
             List blocks = target.getFooter().getBlocks();
             int next = 0;
             for (int i = 0; i < inputs.size(); i++) {
                 String input = (String) inputs.get(i);
-                ParquetFileReader source = open(conf, input);
-                FSDataInputStream read = stream(conf, input);
+                List inputOpened = new ArrayList();
                 try {
+                    ParquetFileReader source = open(conf, input);
+                    inputOpened.add(source);
+                    FSDataInputStream read = stream(conf, input);
+                    inputOpened.add(read);
                     FileMetaData inputMeta = source.getFooter().getFileMetaData();
                     if (!inputMeta.getSchema().equals(meta.getSchema())) {
                         throw new IllegalStateException("its schema is not that of input " + input);
@@ -93,16 +132,15 @@ public class CopyProof {
                         block(source, read, (BlockMetaData) sourceBlocks.get(b), target, written, copy, where, totals);
                     }
                 } finally {
-                    read.close();
-                    source.close();
+                    closeAll(inputOpened);
                 }
             }
             if (next != blocks.size()) {
                 throw new IllegalStateException("it has " + blocks.size() + " row groups, its inputs " + next);
             }
+            splitsSelect(conf, output, blocks);
         } finally {
-            written.close();
-            target.close();
+            closeAll(opened);
         }
         return totals;
     }
@@ -112,10 +150,13 @@ public class CopyProof {
     }
 
     private static long[] orc(Configuration conf, String output, List inputs) throws Exception {
-        org.apache.orc.Reader target = orcReader(conf, output);
-        FSDataInputStream written = stream(conf, output);
-        long[] totals = new long[6];  // rows, stripes, stripes again (the chunks compared), bytes, CRC sums
+        long[] totals = new long[4];  // rows, stripes, stripes again (the chunks compared), bytes
+        List opened = new ArrayList();
         try {
+            org.apache.orc.Reader target = orcReader(conf, output);
+            opened.add(target);
+            FSDataInputStream written = stream(conf, output);
+            opened.add(written);
             if (target.getEncryptionVariants().length > 0) {
                 throw new IllegalStateException("it has encrypted columns, which are not compared");
             }
@@ -126,9 +167,12 @@ public class CopyProof {
             int next = 0;
             for (int i = 0; i < inputs.size(); i++) {
                 String input = (String) inputs.get(i);
-                org.apache.orc.Reader source = orcReader(conf, input);
-                FSDataInputStream read = stream(conf, input);
+                List inputOpened = new ArrayList();
                 try {
+                    org.apache.orc.Reader source = orcReader(conf, input);
+                    inputOpened.add(source);
+                    FSDataInputStream read = stream(conf, input);
+                    inputOpened.add(read);
                     orcTail(source, target, input);
                     List fileStats = source.getOrcProtoFileStatistics();
                     if (merged == null) {
@@ -161,32 +205,31 @@ public class CopyProof {
                         if (!sourceStats.get(s).equals(stripeStats.get(next))) {
                             throw new IllegalStateException(where + ": its statistics differ from the input's");
                         }
-                        long[] crcs = sameBytes(read, original.getOffset(), written, copy.getOffset(), original.getLength(), where);
+                        sameBytes(read, original.getOffset(), written, copy.getOffset(), original.getLength(), where);
                         totals[0] += copy.getNumberOfRows();
                         totals[1]++;
                         totals[2]++;
                         totals[3] += original.getLength();
-                        totals[4] += crcs[0];
-                        totals[5] += crcs[1];
                         next++;
                     }
                 } finally {
-                    read.close();
-                    source.close();
+                    closeAll(inputOpened);
                 }
             }
             if (next != stripes.size()) {
                 throw new IllegalStateException("it has " + stripes.size() + " stripes, its inputs " + next);
             }
             List fileStats = target.getOrcProtoFileStatistics();
-            for (int c = 0; merged != null && c < merged.length; c++) {
+            if (merged == null || merged.length != fileStats.size()) {
+                throw new IllegalStateException("its file statistics do not cover the columns of its inputs'");
+            }
+            for (int c = 0; c < merged.length; c++) {
                 if (!merged[c].serialize().build().equals(fileStats.get(c))) {
                     throw new IllegalStateException("its file statistics of column " + c + " are not the merge of its inputs'");
                 }
             }
         } finally {
-            written.close();
-            target.close();
+            closeAll(opened);
         }
         return totals;
     }
@@ -232,25 +275,19 @@ public class CopyProof {
         if (columns.size() != copy.getColumns().size()) {
             throw new IllegalStateException(where + " has " + copy.getColumns().size() + " column chunks, the input's " + columns.size());
         }
-        Map copies = new HashMap();
-        for (int c = 0; c < copy.getColumns().size(); c++) {
-            ColumnChunkMetaData chunk = (ColumnChunkMetaData) copy.getColumns().get(c);
-            copies.put(chunk.getPath(), chunk);
-        }
-        for (int c = 0; c < columns.size(); c++) {
+        for (int c = 0; c < columns.size(); c++) {  // in the same order: some readers take columns by position
             ColumnChunkMetaData chunk = (ColumnChunkMetaData) columns.get(c);
-            ColumnChunkMetaData copied = (ColumnChunkMetaData) copies.get(chunk.getPath());
+            ColumnChunkMetaData copied = (ColumnChunkMetaData) copy.getColumns().get(c);
             String column = where + ", column " + chunk.getPath().toDotString();
-            if (copied == null) {
-                throw new IllegalStateException(column + " is missing");
+            if (!chunk.getPath().equals(copied.getPath())) {
+                throw new IllegalStateException(column + " is not at its place");
             }
             described(chunk, copied, column);
             pageIndex(source, chunk, target, copied, column);
-            long[] crcs = sameBytes(read, chunk.getStartingPos(), written, copied.getStartingPos(), chunk.getTotalSize(), column);
+            bloomFilter(read, chunk, written, copied, column);
+            sameBytes(read, chunk.getStartingPos(), written, copied.getStartingPos(), chunk.getTotalSize(), column);
             totals[2]++;
             totals[3] += chunk.getTotalSize();
-            totals[4] += crcs[0];
-            totals[5] += crcs[1];
         }
         totals[0] += copy.getRowCount();
         totals[1]++;
@@ -272,6 +309,8 @@ public class CopyProof {
             differs = "size";
         } else if (!chunk.getStatistics().equals(copied.getStatistics())) {
             differs = "statistics";
+        } else if (!sameEncodingStats(chunk.getEncodingStats(), copied.getEncodingStats())) {
+            differs = "encoding statistics";
         } else if (chunk.hasDictionaryPage() != copied.hasDictionaryPage()
                    || chunk.hasDictionaryPage()
                       && chunk.getDictionaryPageOffset() - chunk.getStartingPos()
@@ -283,6 +322,45 @@ public class CopyProof {
         if (differs != null) {
             throw new IllegalStateException(column + ": its " + differs + " differ from the input's");
         }
+    }
+
+    /** The pages' encodings as the footer counts them (what a dictionary filter trusts to skip a row group). */
+    private static boolean sameEncodingStats(org.apache.parquet.column.EncodingStats a,
+                                             org.apache.parquet.column.EncodingStats b) {
+        if (a == null || b == null) {
+            return a == b;
+        }
+        if (!a.getDictionaryEncodings().equals(b.getDictionaryEncodings())
+            || !a.getDataEncodings().equals(b.getDataEncodings()) || a.usesV2Pages() != b.usesV2Pages()) {
+            return false;
+        }
+        Object[] encodings = org.apache.parquet.column.Encoding.values();
+        for (int e = 0; e < encodings.length; e++) {
+            org.apache.parquet.column.Encoding encoding = (org.apache.parquet.column.Encoding) encodings[e];
+            if (a.getNumDictionaryPagesEncodedAs(encoding) != b.getNumDictionaryPagesEncodedAs(encoding)
+                || a.getNumDataPagesEncodedAs(encoding) != b.getNumDataPagesEncodedAs(encoding)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The chunk's bloom filter, when it has one, byte for byte (a filter of unknown length is not compared: the
+     * proof fails). */
+    private static void bloomFilter(FSDataInputStream read, ColumnChunkMetaData chunk, FSDataInputStream written,
+                                    ColumnChunkMetaData copied, String column) throws Exception {
+        boolean has = chunk.getBloomFilterOffset() >= 0;
+        if (has != copied.getBloomFilterOffset() >= 0) {
+            throw new IllegalStateException(column + ": its bloom filter differs from the input's");
+        }
+        if (!has) {
+            return;
+        }
+        if (chunk.getBloomFilterLength() <= 0 || chunk.getBloomFilterLength() != copied.getBloomFilterLength()) {
+            throw new IllegalStateException(column + ": its bloom filter's length is unknown or differs from the input's");
+        }
+        sameBytes(read, chunk.getBloomFilterOffset(), written, copied.getBloomFilterOffset(), chunk.getBloomFilterLength(),
+                  column + "'s bloom filter");
     }
 
     /** The page index (offset index and column index) the same but for where the chunk starts. */
@@ -316,14 +394,11 @@ public class CopyProof {
         }
     }
 
-    /** Compares `length` bytes of both files, one buffer at a time: the CRC-32C of each side, or the first byte that
-     * differs. */
-    private static long[] sameBytes(FSDataInputStream read, long from, FSDataInputStream written, long to, long length,
-                                    String column) throws Exception {
+    /** Compares `length` bytes of both files, one buffer at a time; fails naming the first byte that differs. */
+    private static void sameBytes(FSDataInputStream read, long from, FSDataInputStream written, long to, long length,
+                                  String column) throws Exception {
         byte[] original = new byte[(int) Math.min(BUFFER, length)];
         byte[] copied = new byte[original.length];
-        java.util.zip.CRC32C originalCrc = new java.util.zip.CRC32C();
-        java.util.zip.CRC32C copiedCrc = new java.util.zip.CRC32C();
         for (long done = 0; done < length; ) {
             int size = (int) Math.min(original.length, length - done);
             read.readFully(from + done, original, 0, size);
@@ -332,10 +407,7 @@ public class CopyProof {
             if (mismatch >= 0) {
                 throw new IllegalStateException(column + ": its byte " + (done + mismatch) + " differs from the input's");
             }
-            originalCrc.update(original, 0, size);
-            copiedCrc.update(copied, 0, size);
             done += size;
         }
-        return new long[] {originalCrc.getValue(), copiedCrc.getValue()};
     }
 }

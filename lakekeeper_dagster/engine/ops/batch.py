@@ -148,7 +148,7 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
         if unknown:
             raise OperationError(f"{run.info.qualified_name}: staged file {unknown[0]} was not written by this run")
         proven = item.concatenated.proven
-        output = combine(list(read.values()) + list(proven.values()))
+        output = combine(list(read.values()) + [copy.fingerprint for copy in proven.values()])
         taken = {path.rsplit("/", 1)[1] for path in item.spark_inputs}
         source = found.get(storage.qualify(unit.live), {})
         item.before = combine([item.concatenated.before] + [part for name, part in source.items() if name in taken])
@@ -167,8 +167,12 @@ def _check(run: CompactionRun, items: list[BatchItem]) -> dict[int, dict]:
         }
         label = run.label(unit)
         untouched = "; the output was deleted and the original files are untouched"
-        if vanished := sorted(set(proven) - {f.name for f in files}):
-            item.failure = f"{label}: verification failed: concatenated output {vanished[0]} vanished{untouched}"
+        sizes = {f.name: f.size for f in files}
+        if changed := sorted(name for name, copy in proven.items() if sizes.get(name) != copy.size):
+            item.failure = (
+                f"{label}: verification failed: concatenated output {changed[0]} vanished or changed since it was "
+                f"proven a byte copy of its inputs{untouched}"
+            )
             continue
         if item.before.rows != item.footer_rows:
             item.failure = (

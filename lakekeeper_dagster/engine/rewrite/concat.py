@@ -11,19 +11,22 @@ What proves each output, right after it is written (a failure is a UnitFailure: 
 concatenations up and has Spark rewrite the whole unit):
 - a copy (no codec change) is proven by its bytes (`spark_resources/CopyProof.java`): its row groups / stripes are
   its inputs', in order, byte for byte, under the same description (statistics and Parquet's page index included)
-  and a footer / tail that decodes them alike. No value is decoded: its fingerprint is rows from the footers and, as
-  checksum, the sum of the copied bytes' CRC-32C read from each side, and verification does not read it again
-  (`proven`);
-- a recompressed Parquet file is checked by its footer (the sum of its inputs' rows and row groups) and its inputs
-  are fingerprinted by one labelled Spark read, so that verification compares every input row with the output's.
+  and a footer / tail that decodes them alike. Verification does not read it again (`proven`): it holds its inputs'
+  very rows, so it is credited with their fingerprint;
+- a recompressed Parquet file is checked by its footer (the sum of its inputs' rows and row groups) and read back by
+  verification.
+Either way the concatenated inputs are fingerprinted by one labelled Spark read: every input row is decoded once, so a
+file that cannot be decoded fails its unit before anything is swapped (its bytes are never copied into a file shared
+with healthy ones), and the recorded checksums stay content checksums.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakekeeper_dagster.engine.errors import UnitFailure
 from lakekeeper_dagster.engine.faults import wants
@@ -33,11 +36,11 @@ from lakekeeper_dagster.engine.hive.model import TableInfo
 from lakekeeper_dagster.engine.plan.thresholds import target_file_count
 from lakekeeper_dagster.engine.rewrite.codec import footer_codec
 from lakekeeper_dagster.engine.rewrite.concatplan import ConcatPlan, plan_concat
-from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, combine, fingerprints_by_file
+from lakekeeper_dagster.engine.rewrite.fingerprint import EMPTY, Fingerprint, aggregates, combine
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
 from lakekeeper_dagster.engine.rewrite.schema import read_files
 from spark_resources.bulk import copy_proof
-from spark_resources.py4j import hadoop_conf, job_description, jvm
+from spark_resources.py4j import hadoop_conf, java_cause, job_description, jvm
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,16 +55,25 @@ DROP_FAULT = "drop-concatenated-row-groups"
 
 
 @dataclass(frozen=True)
+class ProvenCopy:
+    """A concatenated file proven byte for byte: the fingerprint of its inputs (it holds their very rows) and its size
+    as proven (a file of another size under its name is not the one proven)."""
+
+    fingerprint: Fingerprint
+    size: int
+
+
+@dataclass(frozen=True)
 class ConcatOutcome:
     """What a unit's byte-level concatenations did: `rewrite` the inputs left to Spark, `concatenated_files` inputs
-    concatenated into `outputs` files, `before` the concatenated inputs' fingerprint, `proven` the fingerprint of each
-    output proven by its bytes, by file name (verification reads the others)."""
+    concatenated into `outputs` files, `before` the concatenated inputs' fingerprint, `proven` the outputs proven by
+    their bytes, by file name (verification reads the others)."""
 
     rewrite: list[str]
     concatenated_files: int = 0
     outputs: int = 0
     before: Fingerprint = EMPTY
-    proven: dict[str, Fingerprint] = field(default_factory=dict)
+    proven: dict[str, ProvenCopy] = field(default_factory=dict)
 
     @property
     def write_mode(self) -> str:
@@ -117,20 +129,35 @@ def _check(output: FileFooter, inputs: list[FileFooter], label: str) -> None:
         )
 
 
-def prove_copy(
-    spark: SparkSession, file_format: str, output: str, inputs: list[str], label: str
-) -> tuple[Fingerprint, Fingerprint]:
-    """The (inputs', output's) fingerprints of a Parquet or ORC concatenation proven byte for byte (`CopyProof`), or
-    UnitFailure saying what differs."""
-    proof = json.loads(copy_proof(spark).prove(hadoop_conf(spark), file_format, output, json.dumps(inputs)))
+def prove_copy(spark: SparkSession, file_format: str, output: str, inputs: list[str], label: str) -> dict[str, Any]:
+    """`CopyProof`'s account of a Parquet or ORC concatenation proven byte for byte (`rows`, `output_bytes`...), or
+    UnitFailure saying what differs or why it could not be proven."""
+    try:
+        proof = json.loads(copy_proof(spark).prove(hadoop_conf(spark), file_format, output, json.dumps(inputs)))
+    except Exception as error:  # the proof could not run at all (its compilation, a py4j error): not proven
+        proof = {"error": f"the proof could not run: {java_cause(error)}"}
     if "error" in proof:
         raise UnitFailure(
             f"{label}: verification failed: the concatenation of {len(inputs)} file(s) into {output} is not a byte "
             f"copy of them: {' '.join(str(proof['error']).split())[:600]}; the output was deleted and the original "
             "files are untouched"
         )
-    rows = int(proof["rows"])
-    return Fingerprint(rows, proof["input_crc"]), Fingerprint(rows, proof["output_crc"])
+    return proof
+
+
+def _fingerprints_by_group(
+    spark: SparkSession, info: TableInfo, schema: StructType, groups: list[list[str]]
+) -> list[Fingerprint]:
+    """The fingerprint of each group of files, in one Spark job (a union of one read a group)."""
+    from pyspark.sql import functions as F
+
+    key = "_lk_group"
+    while key in {f.name.lower() for f in schema.fields}:
+        key = f"_{key}"
+    frames = [read_files(spark, info, schema, paths).withColumn(key, F.lit(n)) for n, paths in enumerate(groups)]
+    rows = functools.reduce(lambda a, b: a.union(b), frames).groupBy(key).agg(*aggregates(schema)).collect()
+    found = {int(row[key]): Fingerprint(int(row["rows"]), str(row["checksum"])) for row in rows}
+    return [found.get(n, EMPTY) for n in range(len(groups))]
 
 
 def concat_groups(
@@ -151,12 +178,9 @@ def concat_groups(
     is returned in `rewrite` with the others.
     """
     by_path = {f.path: f for f in footers}
-    parquet = info.file_format == "parquet"
-    concatenate = _parquet if parquet else _orc
-    rewrite, concatenated, outputs = list(plan.rewrite), [], 0
-    proven: dict[str, Fingerprint] = {}
-    before: list[Fingerprint] = []  # of the proven groups' inputs
-    unproven: list[str] = []  # inputs of the other groups: fingerprinted by Spark
+    concatenate = _parquet if info.file_format == "parquet" else _orc
+    rewrite: list[str] = list(plan.rewrite)
+    done: list[tuple[str, list[str], dict[str, Any] | None]] = []  # output name, its inputs, its proof (or None)
     for number, group in enumerate(plan.groups):
         name = f"{prefix}-{number}.{info.file_format}"
         output = child(directory, name)
@@ -168,22 +192,29 @@ def concat_groups(
         rewrite += [path for path in group if path not in taken]
         if not taken:
             continue
+        proof = None
         if transform is None:
-            inputs_part, proven[name] = prove_copy(spark, info.file_format, output, taken, label)
-            before.append(inputs_part)
+            proof = prove_copy(spark, info.file_format, output, taken, label)
         else:
             _check(read_footers(spark, info.file_format, [output], label)[0], [by_path[p] for p in taken], label)
-            unproven += taken
-        concatenated += taken
-        outputs += 1
+        done.append((name, taken, proof))
         log.info("%s: concatenated %d file(s) into %s", label, len(taken), output)
-    if not concatenated:
+    if not done:
         return ConcatOutcome(rewrite)
-    if unproven:
-        described = f"lakekeeper compact {label}: fingerprint {len(unproven)} concatenated input file(s)"
-        with job_description(spark, described):
-            before += fingerprints_by_file(read_files(spark, info, schema, unproven), schema).values()
-    return ConcatOutcome(rewrite, len(concatenated), outputs, combine(before), proven)
+    concatenated = sum(len(taken) for _, taken, _ in done)
+    with job_description(spark, f"lakekeeper compact {label}: fingerprint {concatenated} concatenated input file(s)"):
+        parts = _fingerprints_by_group(spark, info, schema, [taken for _, taken, _ in done])
+    proven = {}
+    for (name, _, proof), part in zip(done, parts, strict=True):
+        if proof is None:
+            continue
+        if int(proof["rows"]) != part.rows:
+            raise UnitFailure(
+                f"{label}: verification failed: concatenated file {name} holds {proof['rows']} rows by its footer, "
+                f"Spark read {part.rows} from its inputs; the output was deleted and the original files are untouched"
+            )
+        proven[name] = ProvenCopy(part, int(proof["output_bytes"]))
+    return ConcatOutcome(rewrite, concatenated, len(done), combine(parts), proven)
 
 
 def concat_unit(

@@ -9,6 +9,7 @@ import pytest
 
 from lakekeeper_dagster.engine.errors import ConfigError, UnitFailure
 from lakekeeper_dagster.engine.ops.compaction import compact_table
+from lakekeeper_dagster.engine.rewrite import concat
 from lakekeeper_dagster.engine.rewrite.concat import _orc, _parquet, prove_copy
 from lakekeeper_dagster.engine.rewrite.concatplan import plan_concat
 from lakekeeper_dagster.engine.rewrite.footers import FileFooter, read_footers
@@ -251,16 +252,66 @@ def test_a_concatenation_is_proven_byte_for_byte_and_a_changed_byte_or_order_fai
     output = data_dir.parent / f"copy.{fmt}"
     copy(spark, inputs, f"file://{output}", None)
 
-    before, after = prove_copy(spark, fmt, f"file://{output}", inputs, "test")
-    assert before == after and before.rows == 10000 and int(before.checksum) > 0
-    with pytest.raises(UnitFailure, match="not a byte copy of them: "):  # the inputs in another order
-        prove_copy(spark, fmt, f"file://{output}", inputs[::-1], "test")
+    proof = prove_copy(spark, fmt, f"file://{output}", inputs, "test")
+    assert (proof["rows"], proof["output_bytes"]) == (10000, output.stat().st_size)
+    with pytest.raises(UnitFailure, match=r"not a byte copy of them: (row group|stripe) 0 .*(rows|statistics)"):
+        prove_copy(spark, fmt, f"file://{output}", inputs[::-1], "test")  # the inputs in another order
     copied = bytearray(output.read_bytes())
     copied[magic + 100] ^= 0xFF  # inside the first column chunk / stripe, which starts right after the magic number
     output.write_bytes(bytes(copied))
     (data_dir.parent / f".copy.{fmt}.crc").unlink()  # a copier's bug, not a disk's: the sidecar checksum would agree
     with pytest.raises(UnitFailure, match=r"(row group|stripe) 0 .*: its byte 100 differs from the input's"):
         prove_copy(spark, fmt, f"file://{output}", inputs, "test")
+
+
+def test_a_parquet_concatenation_keeps_its_inputs_bloom_filters_byte_for_byte(spark, data_dir):
+    for first in (0, 5000):
+        _write(spark, data_dir.as_uri(), first, 5000, **{"parquet.bloom.filter.enabled#v": "true"})
+    inputs = [f"file://{p}" for p in data_files(data_dir)]
+    output = data_dir.parent / "copy.parquet"
+    _parquet(spark, inputs, f"file://{output}", None)
+
+    assert prove_copy(spark, "parquet", f"file://{output}", inputs, "test")["rows"] == 10000
+    assert spark.read.parquet(f"file://{output}").where("v = 'v7777'").count() == 1
+
+
+def test_an_input_that_cannot_be_decoded_is_never_concatenated_with_healthy_ones(spark, database, data_dir):
+    """A byte copy would carry a damaged page into a file shared with healthy row groups: the inputs are still
+    decoded once, so the unit fails and nothing changes."""
+    _table(spark, database, data_dir)
+    for first in (0, 3000):
+        _write(spark, data_dir.as_uri(), first, 3000)
+    damaged = data_files(data_dir)[1]
+    content = bytearray(damaged.read_bytes())
+    content[4 : 4 + 16] = b"\xff" * 16  # the first page header of its first column chunk
+    damaged.write_bytes(bytes(content))
+    (damaged.parent / f".{damaged.name}.crc").unlink()
+    on_disk = _on_disk(data_dir)
+
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
+
+    assert result.status == UnitStatus.FAILED and damaged.name in result.reason, result.reason
+    assert _on_disk(data_dir) == on_disk and not hidden_dirs(data_dir)
+
+
+def test_a_proven_output_changed_before_verification_is_given_up_for_a_spark_rewrite(
+    spark, database, data_dir, monkeypatch
+):
+    table = _table(spark, database, data_dir)
+    for first in (0, 3000):
+        _write(spark, data_dir.as_uri(), first, 3000)
+    before = rows_of(spark, table)
+
+    def proven_other_size(*arguments):  # as if the file were replaced after its proof
+        proof = prove_copy(*arguments)
+        return {**proof, "output_bytes": proof["output_bytes"] + 1}
+
+    monkeypatch.setattr(concat, "prove_copy", proven_other_size)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
+
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
+    assert "changed since it was proven a byte copy" in result.reason
+    assert rows_of(spark, table) == before and not hidden_dirs(data_dir)
 
 
 def test_an_orc_concatenation_that_loses_the_calendar_flag_is_given_up_for_a_spark_rewrite(spark, database, data_dir):
