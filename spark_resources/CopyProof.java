@@ -60,6 +60,15 @@ public class CopyProof {
         return hadoop.getFileSystem(conf).open(hadoop);
     }
 
+    /** Adds `reader` (of `path`) to `opened`, then a stream of `path` beside it: the stream. */
+    private static FSDataInputStream alongside(List opened, java.io.Closeable reader, Configuration conf, String path)
+        throws Exception {
+        opened.add(reader);
+        FSDataInputStream stream = stream(conf, path);
+        opened.add(stream);
+        return stream;
+    }
+
     /** Closes what was opened, last first, each even when another fails; the first failure is thrown after. */
     private static void closeAll(List opened) throws Exception {
         Exception first = null;
@@ -96,9 +105,7 @@ public class CopyProof {
         List opened = new ArrayList();
         try {
             ParquetFileReader target = open(conf, output);
-            opened.add(target);
-            FSDataInputStream written = stream(conf, output);
-            opened.add(written);
+            FSDataInputStream written = alongside(opened, target, conf, output);
             FileMetaData meta = target.getFooter().getFileMetaData();
             List blocks = target.getFooter().getBlocks();
             int next = 0;
@@ -107,9 +114,7 @@ public class CopyProof {
                 List inputOpened = new ArrayList();
                 try {
                     ParquetFileReader source = open(conf, input);
-                    inputOpened.add(source);
-                    FSDataInputStream read = stream(conf, input);
-                    inputOpened.add(read);
+                    FSDataInputStream read = alongside(inputOpened, source, conf, input);
                     FileMetaData inputMeta = source.getFooter().getFileMetaData();
                     if (!inputMeta.getSchema().equals(meta.getSchema())) {
                         throw new IllegalStateException("its schema is not that of input " + input);
@@ -154,9 +159,7 @@ public class CopyProof {
         List opened = new ArrayList();
         try {
             org.apache.orc.Reader target = orcReader(conf, output);
-            opened.add(target);
-            FSDataInputStream written = stream(conf, output);
-            opened.add(written);
+            FSDataInputStream written = alongside(opened, target, conf, output);
             if (target.getEncryptionVariants().length > 0) {
                 throw new IllegalStateException("it has encrypted columns, which are not compared");
             }
@@ -170,9 +173,7 @@ public class CopyProof {
                 List inputOpened = new ArrayList();
                 try {
                     org.apache.orc.Reader source = orcReader(conf, input);
-                    inputOpened.add(source);
-                    FSDataInputStream read = stream(conf, input);
-                    inputOpened.add(read);
+                    FSDataInputStream read = alongside(inputOpened, source, conf, input);
                     orcTail(source, target, input);
                     List fileStats = source.getOrcProtoFileStatistics();
                     if (merged == null) {
