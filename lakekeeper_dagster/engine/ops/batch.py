@@ -41,8 +41,8 @@ _COMMITTED_FIGURES = ("files_before", "files_after", "bytes_before", "bytes_afte
 
 
 def _verify(run: CompactionRun, items: list[BatchItem]) -> list[BatchItem]:
-    """Fingerprint every staged output and the inputs it was written from in one Spark job, journal what was written,
-    fail the units whose output differs from their input.
+    """Fingerprint every staged output (but those proven byte copies) and the inputs Spark rewrote in one Spark job,
+    journal what was written, fail the units whose output differs from their input.
 
     Besides the fingerprints, the input's and the output's footers must count the rows Spark read, and the output
     must keep the input's encodings. A unit with concatenated files that fails is written again, whole, by Spark, and

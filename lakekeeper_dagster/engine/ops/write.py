@@ -1,6 +1,7 @@
 """The write step of a batch: each unit's inputs checked against their footers, what qualifies concatenated at the byte
-level (`rewrite/concat.py`), the rest rewritten by Spark into the unit's hidden staging sibling. The write computes
-nothing but the output: what proves it is the batch's verification read (`ops/batch.py`).
+level (`rewrite/concat.py`: each concatenation proven or checked as it is written, its inputs fingerprinted), the
+rest rewritten by Spark into the unit's hidden staging sibling. What proves Spark's output is the batch's
+verification read (`ops/batch.py`).
 
 The units of a partitioned table are written together, in one Spark job per set of write settings and codec
 (`batching.write_mode: one_job`, the default; `rewrite/onejob.py`), except a unit of several output files with sort

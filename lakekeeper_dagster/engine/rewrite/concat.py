@@ -16,8 +16,8 @@ concatenations up and has Spark rewrite the whole unit):
 - a recompressed Parquet file is checked by its footer (the sum of its inputs' rows and row groups) and read back by
   verification.
 Either way the concatenated inputs are fingerprinted by one labelled Spark read: every input row is decoded once, so a
-file that cannot be decoded fails its unit before anything is swapped (its bytes are never copied into a file shared
-with healthy ones), and the recorded checksums stay content checksums.
+file that cannot be decoded fails its unit before anything is swapped (its staged copy is deleted, never installed in
+a file shared with healthy ones), and the recorded checksums stay content checksums.
 """
 
 from __future__ import annotations

@@ -271,8 +271,34 @@ def test_a_parquet_concatenation_keeps_its_inputs_bloom_filters_byte_for_byte(sp
     output = data_dir.parent / "copy.parquet"
     _parquet(spark, inputs, f"file://{output}", None)
 
+    java = jvm(spark)
+    footer = java.org.apache.parquet.hadoop.ParquetFileReader.readFooter(
+        hadoop_conf(spark), java.org.apache.hadoop.fs.Path(f"file://{output}")
+    )
+    filters = [c for b in footer.getBlocks() for c in b.getColumns() if c.getPath().toDotString() == "v"]
+    assert filters and all(c.getBloomFilterOffset() >= 0 and c.getBloomFilterLength() > 0 for c in filters)
+
     assert prove_copy(spark, "parquet", f"file://{output}", inputs, "test")["rows"] == 10000
     assert spark.read.parquet(f"file://{output}").where("v = 'v7777'").count() == 1
+    copied = bytearray(output.read_bytes())
+    copied[filters[0].getBloomFilterOffset() + 100] ^= 0xFF
+    output.write_bytes(bytes(copied))
+    (data_dir.parent / ".copy.parquet.crc").unlink()
+    with pytest.raises(UnitFailure, match="column v's bloom filter: its byte 100 differs"):
+        prove_copy(spark, "parquet", f"file://{output}", inputs, "test")
+
+
+def test_two_groups_of_one_partition_are_each_proven_and_credited_with_their_inputs(spark, database, data_dir):
+    table = _table(spark, database, data_dir)
+    for first, codec in ((0, "snappy"), (3000, "snappy"), (6000, "gzip"), (9000, "gzip")):
+        _write(spark, data_dir.as_uri(), first, 3000, compression=codec)
+    before = rows_of(spark, table)
+
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
+
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 4, 2)
+    assert result.rows_after == 12000 and result.checksum_matches
+    assert rows_of(spark, table) == before
 
 
 def test_an_input_that_cannot_be_decoded_is_never_concatenated_with_healthy_ones(spark, database, data_dir):
