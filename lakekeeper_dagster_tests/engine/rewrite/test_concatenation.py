@@ -105,6 +105,15 @@ def _footers(spark, fmt: str, files) -> list[FileFooter]:
     return read_footers(spark, fmt, [f"file://{p}" for p in files], "test")
 
 
+def _compacts_intact(spark, database: str, table: str, merged: int, files_after: int, rows: int) -> None:
+    """Compact `ev` with concatenation on: compacted, `merged` files concatenated, `files_after` files, rows kept."""
+    before = rows_of(spark, table)
+    (result,) = compact_table(spark, database, "ev", CONCATENATING)
+    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, merged, files_after)
+    assert result.rows_after == rows and result.checksum_matches
+    assert rows_of(spark, table) == before
+
+
 def _on_disk(root) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
@@ -145,13 +154,8 @@ def test_parquet_files_that_differ_are_rewritten_by_spark(spark, database, data_
     df.write.mode("append").option("parquet.block.size", "8192").parquet(data_dir.as_uri())
     inputs = _footers(spark, "parquet", data_files(data_dir))
     assert inputs[0].physical_schema != inputs[1].physical_schema
-    before = rows_of(spark, table)
 
-    (result,) = compact_table(spark, database, "ev", CONCATENATING)
-
-    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 0, 1)
-    assert result.rows_after == 6000 and result.checksum_matches
-    assert rows_of(spark, table) == before
+    _compacts_intact(spark, database, table, merged=0, files_after=1, rows=6000)
 
 
 def test_orc_files_of_different_writer_versions_are_rewritten_by_spark(spark, database, data_dir):
@@ -292,13 +296,8 @@ def test_two_groups_of_one_partition_are_each_proven_and_credited_with_their_inp
     table = _table(spark, database, data_dir)
     for first, codec in ((0, "snappy"), (3000, "snappy"), (6000, "gzip"), (9000, "gzip")):
         _write(spark, data_dir.as_uri(), first, 3000, compression=codec)
-    before = rows_of(spark, table)
 
-    (result,) = compact_table(spark, database, "ev", CONCATENATING)
-
-    assert (result.status, result.files_byte_merged, result.files_after) == (UnitStatus.COMPACTED, 4, 2)
-    assert result.rows_after == 12000 and result.checksum_matches
-    assert rows_of(spark, table) == before
+    _compacts_intact(spark, database, table, merged=4, files_after=2, rows=12000)
 
 
 def test_an_input_that_cannot_be_decoded_is_never_concatenated_with_healthy_ones(spark, database, data_dir):
