@@ -104,8 +104,7 @@ def set_locations(spark: SparkSession, database: str, name: str, targets: list[t
     if not wanted:
         return
     client = raw.hive_client(spark)
-    partitions = raw.partitions(spark, client, database, name, [spec for spec, _ in wanted])
-    found = raw.parameters(spark, partitions)  # None: no such partition
+    partitions, found = raw.partitions(spark, client, database, name, [spec for spec, _ in wanted])  # None: none
     missing = [partition_name(spec) for (spec, _), parameters in zip(wanted, found, strict=True) if parameters is None]
     if missing:
         raise CatalogError(f"backup table {database}.{name} has no partition {', '.join(sorted(missing))}")

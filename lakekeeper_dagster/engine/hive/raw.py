@@ -23,13 +23,13 @@ def hive_client(spark: SparkSession) -> Any:
     return external_catalog(spark).unwrapped().client()
 
 
-def partitions(spark: SparkSession, client: Any, database: str, table: str, specs: list[dict]) -> Any:
-    """The raw partitions of these specs (a Java list, null where there is none): one py4j call. The metastore
-    keeps partition column names in lower case and a null value as `__HIVE_DEFAULT_PARTITION__`."""
+def partitions(
+    spark: SparkSession, client: Any, database: str, table: str, specs: list[dict]
+) -> tuple[Any, list[dict[str, str] | None]]:
+    """The raw partitions of these specs (a Java list, null where there is none) and their parameters (None where
+    there is none): two py4j calls. The metastore keeps partition column names in lower case and a null value as
+    `__HIVE_DEFAULT_PARTITION__`."""
+    bulk = driver_bulk(spark)
     metastore_specs = [{k.lower(): HIVE_DEFAULT_PARTITION if v is None else v for k, v in s.items()} for s in specs]
-    return driver_bulk(spark).partitions(client, database, table, json.dumps(metastore_specs))
-
-
-def parameters(spark: SparkSession, found: Any) -> list[dict[str, str] | None]:
-    """The parameters of each of `partitions`' partitions (None where there is none)."""
-    return json.loads(driver_bulk(spark).parameters(found))
+    found = bulk.partitions(client, database, table, json.dumps(metastore_specs))
+    return found, json.loads(bulk.parameters(found))

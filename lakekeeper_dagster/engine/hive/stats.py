@@ -54,8 +54,8 @@ def parameters_of(spark: SparkSession, info: TableInfo, specs: list[dict | None]
     """The raw metastore parameters of these partitions (by spec), or of the table for a spec of None ({} once
     dropped)."""
     client = raw.hive_client(spark)
-    held = raw.partitions(spark, client, info.database, info.name, [spec for spec in specs if spec])
-    each = iter(raw.parameters(spark, held))  # a partition's parameters, None once dropped
+    _, parameters = raw.partitions(spark, client, info.database, info.name, [spec for spec in specs if spec])
+    each = iter(parameters)  # a partition's parameters, None once dropped
     found = []
     for spec in specs:
         if not spec:
@@ -83,8 +83,8 @@ def set_file_stats(
     Returns, per unit, the parameters that changed since `baseline` (`parameters_of`, read before other statistics
     were refreshed) or, without one, since this call read them."""
     client = raw.hive_client(spark)
-    partitions = raw.partitions(spark, client, info.database, info.name, [spec for spec, _, _ in units if spec])
-    currents = iter(raw.parameters(spark, partitions))
+    partitions, parameters = raw.partitions(spark, client, info.database, info.name, [s for s, _, _ in units if s])
+    currents = iter(parameters)
     changed: list[dict[str, str] | None] = []  # each partition's new parameters, None where dropped
     changes = []
     for number, (spec, file_count, total_bytes) in enumerate(units):

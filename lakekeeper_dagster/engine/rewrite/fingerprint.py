@@ -78,12 +78,17 @@ def combine(parts: list[Fingerprint]) -> Fingerprint:
     return Fingerprint(sum(p.rows for p in parts), str(sum(int(p.checksum) for p in parts))) if parts else EMPTY
 
 
+def free_column(schema: StructType, name: str) -> str:
+    """`name`, prefixed with underscores until no column of `schema` has it (a grouping key beside the data)."""
+    while name in {f.name.lower() for f in schema.fields}:
+        name = f"_{name}"
+    return name
+
+
 def _per_file(df: DataFrame, schema: StructType, field: str) -> dict[str, Fingerprint]:
     from pyspark.sql import functions as F
 
-    key = "_lk_file"
-    while key in {f.name.lower() for f in schema.fields}:
-        key = f"_{key}"
+    key = free_column(schema, "_lk_file")
     rows = df.groupBy(F.col(f"_metadata.{field}").alias(key)).agg(*aggregates(schema)).collect()
     return {str(row[key]): Fingerprint(int(row["rows"]), str(row["checksum"])) for row in rows}
 
