@@ -12,14 +12,16 @@ from dataclasses import dataclass, replace
 from functools import reduce
 from pathlib import Path
 from typing import Any, get_args
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from lakekeeper_dagster.engine.errors import ConfigError
 from lakekeeper_dagster.engine.ops.options import ArchiveRule, CompactionOptions
+from lakekeeper_dagster.engine.plan.quiet_hours import parse_window
 from lakekeeper_dagster.engine.policies import TablePolicies
 from lakekeeper_dagster.engine.protocol.history import HistorySink
 from lakekeeper_dagster.engine.settings import EngineSettings, StrictModel
@@ -60,6 +62,37 @@ class SensorThresholds(StrictModel):
         description="Observations read per tick at most (each costs the event log about 1 ms to read and decode: a "
         "tick's time); the cursor pages through the rest.",
     )
+    max_mb_per_hour: int | None = Field(
+        default=None,
+        ge=1,
+        examples=[51200],
+        description="Megabytes of small files the sensor's requests may rewrite within any hour (the best-ranked "
+        "partitions first; retries of failed runs are not counted); none: no limit. A partition larger than the "
+        "whole budget is requested alone once nothing was requested within the hour.",
+    )
+    quiet_hours: list[str] = Field(
+        default_factory=list,
+        examples=[["08:00-18:00"], ["22:00-06:00"]],
+        description="Daily windows HH:MM-HH:MM (in `sensor.timezone`) in which the sensor requests nothing (retries "
+        "included) and reads nothing: what was observed waits for the first tick after the window.",
+    )
+    timezone: str = Field(default="UTC", examples=["Europe/Berlin"], description="The time zone of `quiet_hours`.")
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _windows(cls, windows: list[str]) -> list[str]:
+        for window in windows:
+            parse_window(window)
+        return windows
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, zone: str) -> str:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {zone!r}: an IANA name such as UTC or Europe/Berlin") from None
+        return zone
 
 
 class ObservationSettings(StrictModel):
@@ -77,6 +110,13 @@ class TableOverride(TablePolicies):
 
     min_files: int | None = Field(
         default=None, ge=2, examples=[50], description="The sensor's file-count threshold; default: sensor.min_files."
+    )
+    priority: float = Field(
+        default=1.0,
+        gt=0,
+        examples=[10],
+        description="How much the sensor favours this table: its partitions' scores (files removed per GB "
+        "rewritten) are multiplied by it; e.g. how often the table is read, when known.",
     )
 
 
@@ -125,6 +165,11 @@ class LakekeeperConfig(EngineSettings):
         """The sensor's file-count threshold for a table: its override, else `sensor.min_files`."""
         override = self.table_overrides.get(f"{database}.{table}")
         return override.min_files if override and override.min_files else self.sensor.min_files
+
+    def priority_for(self, database: str, table: str) -> float:
+        """The weight of a table's partitions in the sensor's ranking: its override's `priority`, else 1."""
+        override = self.table_overrides.get(f"{database}.{table}")
+        return override.priority if override else 1.0
 
     def policies_for(self, database: str, table: str) -> TablePolicies:
         """A table's partition time and partition-management policies (defaults when it has no override)."""

@@ -49,6 +49,11 @@ def test_defaults_match_lakekeeper(tmp_path, monkeypatch):
         ({"log_level": "LOUD"}, "log_level"),
         ({"sensor": {"min_files": 1}}, "sensor.min_files"),
         ({"sensor": {"max_runs_per_tick": 0}}, "sensor.max_runs_per_tick"),
+        ({"sensor": {"quiet_hours": ["8-18"]}}, "sensor.quiet_hours: Value error, quiet hours '8-18': expected HH:MM"),
+        ({"sensor": {"quiet_hours": ["06:00-06:00"]}}, "sensor.quiet_hours: Value error, quiet hours '06:00-06:00'"),
+        ({"sensor": {"timezone": "Mars/Olympus"}}, "sensor.timezone: Value error, unknown time zone 'Mars/Olympus'"),
+        ({"sensor": {"max_mb_per_hour": 0}}, "sensor.max_mb_per_hour"),
+        ({"table_overrides": {"db.t": {"priority": 0}}}, "table_overrides.db.t.priority"),
         ({"table_overrides": {"db.t": {"min_fils": 5}}}, "table_overrides.db.t.min_fils: unknown key"),
         ({"observation": {"cron_schedule": "hourly"}}, "observation.cron_schedule"),
         ({"batching": {"concurrent_jobs": 0}}, "batching.concurrent_jobs"),
@@ -159,3 +164,8 @@ def test_table_selection_globs():
 def test_min_files_per_table_override():
     config = parse_config({"sensor": {"min_files": 20}, "table_overrides": {"db.big": {"min_files": 500}}}, "t")
     assert (config.min_files_for("db", "big"), config.min_files_for("db", "other")) == (500, 20)
+
+
+def test_priority_per_table_override():
+    config = parse_config({"table_overrides": {"db.hot": {"priority": 12.5}}}, "t")
+    assert (config.priority_for("db", "hot"), config.priority_for("db", "other")) == (12.5, 1.0)

@@ -13,6 +13,7 @@ NEEDS_COMPACTION = "needs_compaction"  # the plan's decision on a unit: the sens
 KIND = "lakekeeper/kind"  # what an observation is, when it is not a unit's figures
 SUMMARY_KIND = "summary"  # KIND of a table's summary observation (its units, files, backlog, bytes)
 BACKLOG = "backlog"  # a summary's count of units needing compaction
+OLDEST_BACKLOG = "oldest_backlog_hours"  # a summary's hours since the longest-waiting unit began to need compaction
 SUSPENDED = "suspended"  # a summary's count of suspended units (`engine/protocol/suspension.py`), not in the backlog
 SUSPENDED_UNITS = "suspended_units"  # a summary's suspended units, each with why and how to resume it
 

@@ -1,11 +1,15 @@
 """The observation job: a partition's file count and sizes recorded when they change, and one summary per table each
-run (its partitions, files, small files, backlog and bytes, numeric: the UI plots them over time).
+run (its partitions, files, small files, backlog and bytes, and its health: the share of small files, the bytes
+waiting for compaction, the hours the oldest unit needing it has waited; numeric: the UI plots them over time).
+The first sight of a table records only its units needing compaction (the sensor's candidates) and its summary, not
+one event a partition: the others are recorded when they change.
 
 What was recorded last is an *observed snapshot* per table in the instance's key-value store (`run_storage` cursor
 values, the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
-its figures [files, bytes, small files, needs compaction]; beside it the table's backlog (how many of those need
-compaction), all the sensor reads of it each tick (a snapshot is 17,520 entries a table at the estate). The snapshot
-is read and written a table at a time (memory: the largest table's snapshot, besides the run's listing),
+its figures [files, bytes, small files, needs compaction, since when it needs it]; beside it the table's backlog
+(how many of those need compaction), all the sensor reads of it each tick (a snapshot is 17,520 entries a table at
+the estate). The snapshot is read and written a table at a time (memory: the largest table's snapshot, besides the
+run's listing),
 instead of the event log's newest observation of each partition (17,520 records a table to read and deserialize each
 run at the estate). It never claims more than the event log holds:
 
@@ -50,6 +54,7 @@ from lakekeeper_dagster.surface.metadata import (
     KIND,
     NEEDS_COMPACTION,
     OBSERVED_SNAPSHOT_KEY,
+    OLDEST_BACKLOG,
     QUEUED_OR_EXECUTING,
     SUMMARY_KIND,
     SUSPENDED,
@@ -81,15 +86,21 @@ def observation_metadata(plan: UnitPlan) -> dict:
     }
 
 
-def summary_metadata(plans: list[UnitPlan]) -> dict:
+def summary_metadata(plans: list[UnitPlan], snapshot: dict[str, list], now: float) -> dict:
     """A table's figures in one observation: its units, files, small files, units needing compaction, bytes, and its
-    suspended units (with why)."""
+    suspended units (with why); its health: the share of small files, the bytes waiting for compaction and how long
+    the oldest unit needing it has waited (from `snapshot`, the figures kept with when each began to need it)."""
+    files, small = sum(p.file_count for p in plans), sum(p.small_files for p in plans)
+    waiting = [f[SINCE] for f in snapshot.values() if f[NEEDS]]
     return {
         "partitions": len(plans),
-        "files": sum(p.file_count for p in plans),
-        "small_files": sum(p.small_files for p in plans),
+        "files": files,
+        "small_files": small,
         BACKLOG: sum(p.needs_compaction for p in plans),
         "bytes": sum(p.total_bytes for p in plans),
+        "small_file_ratio": round(small / files, 4) if files else 0.0,
+        "backlog_bytes": sum(p.small_bytes for p in plans if p.needs_compaction),
+        OLDEST_BACKLOG: round((now - min(waiting)) / 3600, 2) if waiting else 0.0,
         SUSPENDED: sum(p.status == PlanStatus.SUSPENDED for p in plans),
         SUSPENDED_UNITS: dg.MetadataValue.md(
             "\n".join(
@@ -107,12 +118,18 @@ def is_summary(metadata: dict) -> bool:
 
 
 NEEDS = 3  # the index of needs_compaction in a unit's figures
+SINCE = 4  # the index of when (epoch seconds) the unit began to need compaction, 0 when it does not
+COMPARED = 4  # the figures compared: file count, bytes, small files, needs compaction
 
 
-def unit_figures(plan: UnitPlan) -> list:
-    """What makes a unit's observation worth recording again when it differs: figures and the plan's decision (a
-    changed threshold changes the decision without changing the files)."""
-    return [plan.file_count, plan.total_bytes, plan.small_files, plan.needs_compaction]
+def unit_figures(plan: UnitPlan, before: list | None, now: float) -> list:
+    """What makes a unit's observation worth recording again when it differs (its first COMPARED entries: figures
+    and the plan's decision, which a changed threshold changes without changing the files), then since when it
+    needs compaction (kept from `before` while it still does; `now` when it began; a snapshot kept before this
+    entry existed counts from `now`)."""
+    figures = [plan.file_count, plan.total_bytes, plan.small_files, plan.needs_compaction]
+    kept = before[SINCE] if before and len(before) > SINCE and before[NEEDS] else 0
+    return figures + [(kept or now) if plan.needs_compaction else 0]
 
 
 def read_observed_snapshot(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, list]:
@@ -193,15 +210,17 @@ def build_observe_job(
             listed = plan_listed(units[info.qualified_name], listing, thresholds)
             plans = with_suspensions(storage, info, listed, settings.suspend_after_failures)
             key = translator.asset_key(info)
-            before, now, changed = read_observed_snapshot(instance, key), {}, 0
+            before, now, changed, at = read_observed_snapshot(instance, key), {}, 0, time.time()
             for plan in plans:
-                now[plan.partition or ""] = figures = unit_figures(plan)
-                if before.get(plan.partition or "") != figures:
+                kept = before.get(plan.partition or "")
+                now[plan.partition or ""] = figures = unit_figures(plan, kept, at)
+                # first sight of a table: only the units needing compaction (the summary counts every one)
+                if (kept or [])[:COMPARED] != figures[:COMPARED] and (before or plan.needs_compaction):
                     changed += 1
                     yield dg.AssetObservation(
                         asset_key=key, partition=plan.partition, metadata=observation_metadata(plan)
                     )
-            summary = summary_metadata(plans)
+            summary = summary_metadata(plans, now, at)
             yield dg.AssetObservation(asset_key=key, metadata=summary)
             fail_point("observations_recorded")
             overlapped = overlapped or overlapping_runs(instance, context.run_id)

@@ -14,7 +14,7 @@ from lakekeeper_dagster.surface.assets import CHECKSUM, DIFF, ROW_COUNT, WITHIN_
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.checks import LIVE_MATCHES_BACKUP
 from lakekeeper_dagster.surface.metadata import FINISHED, NOT_FINISHED, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
-from lakekeeper_dagster.surface.sensors.file_count import units_of_run
+from lakekeeper_dagster.surface.sensors.runs import units_of_run
 from lakekeeper_dagster.surface.state import store_state
 from lakekeeper_dagster.surface.tables import load_managed_tables
 from lakekeeper_dagster_tests.surface.identity import TRANSLATOR, asset_key, job_name, partitions_def_name

@@ -3,78 +3,52 @@ again for those whose compaction the sensor requested failed (a partition that d
 again, so the failed run, not a new observation, brings it back), at most MAX_RETRIES times in a row; a run that was
 cancelled is not requested again (someone stopped it). Partitions skipped because a run was working on them or
 their last compaction failed recently stay pending in the cursor until they can be requested (engine/plan/requests.py);
-a table's cursor restarts from the beginning of its observations when its min_files changes."""
+a table's cursor restarts from the beginning of its observations when its min_files changes. What a tick reads is
+ranked by files removed per GB rewritten (times the table's priority) and requested best first within the budget:
+runs a tick, MB an hour (`sensor/cursor.py` keeps the hour's requests), nothing during quiet hours."""
 
-import hashlib
-import json
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.plan.requests import Observed, RunPlan, TableState, plan_tick
+from lakekeeper_dagster.engine.plan.quiet_hours import quiet_until
+from lakekeeper_dagster.engine.plan.requests import Budget, Observed, RunPlan, TableState, plan_tick
 from lakekeeper_dagster.surface.metadata import (
     BACKLOG,
     FILE_COUNT,
     FINISHED,
     NEEDS_COMPACTION,
     NOT_FINISHED,
-    PARTITION_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
     RETRY_TAG,
     TABLE_TAG,
 )
 from lakekeeper_dagster.surface.observations import is_summary, without_backlog
+from lakekeeper_dagster.surface.sensors.cursor import read_cursor, write_cursor
+from lakekeeper_dagster.surface.sensors.runs import (
+    RETRIED,
+    RETRY_WINDOW_SECONDS,
+    failed_to_retry,
+    last_outcomes,
+    partition_order,
+    retry_runs,
+    runs_by_table,
+    units_of_run,
+)
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 
 SENSOR_NAME = "file_count_sensor"
 EXAMPLES = 5
 FETCH_PAGE = 10_000  # the most records the event log returns at once
-MAX_RETRIES = 3  # a sensor run failing after this many requests in a row is not requested again
-PENDING = "pending:"  # a cursor key: + a table: [[unit, observation storage id], ...] skipped (in flight, backing off)
+MB = 1024**2
 MIN_FILES = "min_files:"  # a cursor key: + a table: the min_files its cursor was read with
-RETRIED = "retried:"  # a cursor key: + the id of a failed run whose units were requested again (value: its end)
-RETRY_WINDOW_SECONDS = 7 * 24 * 3600  # a failed run older than this (plus the back-off) is not requested again
-
-
-def units_of_run(
-    run: dg.DagsterRun, info: TableInfo, order: list[str], translator: HiveTableTranslator
-) -> set[str | None]:
-    """The units a run of the table's asset compacts: its `partitions` config, its partition, its range, or all."""
-    config = run.run_config.get("ops", {}).get(translator.op_name(info), {}).get("config", {})
-    if config.get("partitions"):
-        return set(config["partitions"])
-    if not info.is_partitioned:
-        return {None}
-    if PARTITION_TAG in run.tags:
-        return {run.tags[PARTITION_TAG]}
-    start, end = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
-    if start in order and end in order:
-        return set(order[order.index(start) : order.index(end) + 1])
-    return set(order)
-
-
-def _runs_by_table(
-    runs: list[dg.DagsterRun], tables: list[TableInfo], translator: HiveTableTranslator
-) -> dict[str, list[dg.DagsterRun]]:
-    keys = {translator.asset_key(t): t.qualified_name for t in tables}
-    jobs = {translator.job_name(t): t for t in tables}
-    by_table: dict[str, list[dg.DagsterRun]] = {}
-    for run in runs:
-        if run.job_name in jobs:  # the table's compaction job: a whole run, or one selecting its asset (not checks)
-            info = jobs[run.job_name]
-            if run.asset_selection is None or translator.asset_key(info) in run.asset_selection:
-                by_table.setdefault(info.qualified_name, []).append(run)
-            continue
-        for key in run.asset_selection or ():  # Dagster's hidden asset job (several assets selected in the UI)
-            if key in keys:
-                by_table.setdefault(keys[key], []).append(run)
-    return by_table
 
 
 def _observations(records) -> list[Observed]:
@@ -82,12 +56,16 @@ def _observations(records) -> list[Observed]:
     for record in records:
         metadata = record.asset_observation.metadata if record.asset_observation else {}
         if FILE_COUNT in metadata and NEEDS_COMPACTION in metadata and not is_summary(metadata):
+            files = int(metadata[FILE_COUNT].value)
+            target = int(metadata["target_files"].value) if "target_files" in metadata else files
             observed.append(
                 Observed(
                     record.partition_key,
                     record.storage_id,
-                    int(metadata[FILE_COUNT].value),
+                    files,
                     bool(metadata[NEEDS_COMPACTION].value),
+                    files_removed=max(files - target, 0),
+                    bytes_rewritten=int(metadata["small_bytes"].value) if "small_bytes" in metadata else 0,
                 )
             )
     return observed
@@ -159,95 +137,6 @@ def execute_request(
     )
 
 
-def _order(instance: dg.DagsterInstance, info: TableInfo, translator: HiveTableTranslator) -> list[str]:
-    """The table's partitions in their Dagster order (none for an unpartitioned table)."""
-    return instance.get_dynamic_partitions(translator.partitions_def_name(info)) if info.is_partitioned else []
-
-
-def _last_outcomes(
-    runs: list[dg.DagsterRun], info: TableInfo, order: list[str], translator: HiveTableTranslator
-) -> dict[str | None, dg.DagsterRun]:
-    """Each unit's newest run among finished `runs` (newest first)."""
-    last: dict[str | None, dg.DagsterRun] = {}
-    for run in runs:
-        for unit in units_of_run(run, info, order, translator):
-            last.setdefault(unit, run)
-    return last
-
-
-def _failed_to_retry(
-    instance: dg.DagsterInstance,
-    tables: list[TableInfo],
-    translator: HiveTableTranslator,
-    cursor: dict,
-    now: float,
-    backoff: int,
-) -> tuple[dict[str, dict[str | None, dg.DagsterRun]], dict[str, int]]:
-    """Per table, the units to request again, each with its failed run: runs the sensor requested (they carry its
-    table tag) that failed (not cancelled: someone stopped them) more than `backoff` s ago, requested fewer than
-    MAX_RETRIES times in a row (their retry tag), not requested again yet (the cursor marks them), and still each
-    unit's last run; and the marks ({cursor key: end}) of those failed runs."""
-    ended = instance.get_run_records(
-        dg.RunsFilter(
-            statuses=[dg.DagsterRunStatus.FAILURE],
-            updated_after=datetime.fromtimestamp(now - backoff - RETRY_WINDOW_SECONDS, tz=timezone.utc),
-            updated_before=datetime.fromtimestamp(now - backoff, tz=timezone.utc),
-        )
-    )
-    due = {
-        r.dagster_run.run_id: r
-        for r in ended
-        if TABLE_TAG in r.dagster_run.tags
-        and RETRIED + r.dagster_run.run_id not in cursor
-        and retry_count(r.dagster_run) < MAX_RETRIES
-    }
-    if not due:
-        return {}, {}
-    oldest = min(r.update_timestamp for r in due.values()) - timedelta(seconds=1)
-    since = [r.dagster_run for r in instance.get_run_records(dg.RunsFilter(statuses=FINISHED, updated_after=oldest))]
-    by_name = {t.qualified_name: t for t in tables}
-    retries = {}
-    for name, runs in _runs_by_table(since, tables, translator).items():
-        info = by_name[name]
-        order = _order(instance, info, translator)
-        last = _last_outcomes(runs, info, order, translator)
-        units = {u: run for u, run in last.items() if run.run_id in due and (u is None or u in order)}
-        if units:
-            retries[name] = units
-    return retries, {RETRIED + run_id: int(r.update_timestamp.timestamp()) for run_id, r in due.items()}
-
-
-def retry_count(run: dg.DagsterRun) -> int:
-    """How many times in a row the sensor requested the run's units again (0: a first request, or not the sensor's)."""
-    return int(run.tags.get(RETRY_TAG, "0"))
-
-
-def _retry_runs(
-    retries: dict[str, dict[str | None, dg.DagsterRun]],
-    busy: dict[str, set],
-    orders: dict[str, list[str]],
-    room: int,
-    per_run: int,
-) -> tuple[list[tuple[RunPlan, str, int]], set[str]]:
-    """Runs over the units to request again (none being compacted or requested this tick: `busy`), at most `room`,
-    with their run keys (from the failed runs and the units: the daemon launches one run per key) and retry counts;
-    and the tables left for a later tick."""
-    runs, deferred = [], set()
-    for name, units in sorted(retries.items()):
-        position = {p: i for i, p in enumerate(orders.get(name, []))}
-        wanted = sorted((u for u in units if u not in busy.get(name, set())), key=lambda u: position.get(u, -1))
-        for start in range(0, len(wanted), per_run):
-            chunk = tuple(wanted[start : start + per_run])
-            if len(runs) >= room:
-                deferred.add(name)
-                break
-            failed = sorted({units[u].run_id for u in chunk})
-            digest = hashlib.sha256(json.dumps([failed, chunk]).encode()).hexdigest()[:16]
-            retry = 1 + max(retry_count(units[u]) for u in chunk)
-            runs.append((RunPlan(name, chunk, 0), f"{name}:{len(chunk)}:retry-{digest}", retry))
-    return runs, deferred
-
-
 def _named(units: Sequence[str | None]) -> str:
     names = [u or "(table)" for u in units]
     return ", ".join(names[:EXAMPLES]) + (f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else "")
@@ -268,35 +157,42 @@ def build_file_count_sensor(
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Requests compaction of the partitions whose newest observed file count is at least "
         "min_files and whose files are small by the plan's rule; skips partitions already being compacted, backs "
-        "off partitions whose last compaction failed and requests them again after the back-off, and groups a "
-        "table's partitions into few runs.",
+        "off partitions whose last compaction failed and requests them again after the back-off, ranks what is left "
+        "by files removed per GB rewritten and requests the best first within its budget (runs a tick, MB an hour, "
+        "quiet hours), grouping a table's partitions into few runs.",
     )
     def file_count_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         instance = context.instance
-        stored = json.loads(context.cursor or "{}")
-        pending = {k[len(PENDING) :]: {u: i for u, i in v} for k, v in stored.items() if k.startswith(PENDING)}
-        cursor = {k: int(v) for k, v in stored.items() if not k.startswith(PENDING)}
-        for name, info in by_name.items():  # a changed min_files reads the table's observations again
-            min_files = settings.min_files_for(info.database, info.name)
-            if cursor.get(MIN_FILES + name, min_files) != min_files:
+        zone = ZoneInfo(thresholds.timezone)
+        if until := quiet_until(datetime.now(zone), thresholds.quiet_hours):
+            return dg.SensorResult(
+                skip_reason=f"quiet hours (sensor.quiet_hours) until {until:%Y-%m-%d %H:%M} {thresholds.timezone}: "
+                "nothing read or requested",
+                cursor=context.cursor,
+            )
+        min_files = {name: settings.min_files_for(i.database, i.name) for name, i in by_name.items()}
+        kept = read_cursor(context.cursor, min_files)
+        pending, cursor = kept.pending, kept.marks
+        for name in by_name:  # a changed min_files reads the table's observations again
+            if cursor.get(MIN_FILES + name, min_files[name]) != min_files[name]:
                 cursor.pop(name, None)
-            cursor[MIN_FILES + name] = min_files
+            cursor[MIN_FILES + name] = min_files[name]
         now, backoff = time.time(), thresholds.failure_backoff_seconds
-        active = _runs_by_table(list(instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED))), tables, translator)
+        active = runs_by_table(list(instance.get_runs(dg.RunsFilter(statuses=NOT_FINISHED))), tables, translator)
         cutoff = datetime.fromtimestamp(now - backoff, tz=timezone.utc)
-        finished = _runs_by_table(
+        finished = runs_by_table(
             list(instance.get_runs(dg.RunsFilter(statuses=FINISHED, updated_after=cutoff))), tables, translator
         )
-        retries, marks = _failed_to_retry(instance, tables, translator, cursor, now, backoff)
+        retries, marks = failed_to_retry(instance, tables, translator, cursor, now, backoff)
         orders: dict[str, list[str]] = {}
         in_flight: dict[str, set[str | None]] = {}
         failures: dict[str, dict[str | None, dg.DagsterRun]] = {}
         settled: dict[str, set[str | None]] = {}  # compacted, or the sensor's failed run: the retries request it
         for name in set(active) | set(finished) | set(retries):
             info = by_name[name]
-            orders[name] = order = _order(instance, info, translator)
+            orders[name] = order = partition_order(instance, info, translator)
             in_flight[name] = set().union(*[units_of_run(r, info, order, translator) for r in active.get(name, [])])
-            last_outcome = _last_outcomes(finished.get(name, []), info, order, translator)
+            last_outcome = last_outcomes(finished.get(name, []), info, order, translator)
             failures[name] = {u: r for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.FAILURE}
             settled[name] = {
                 u for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.SUCCESS or TABLE_TAG in r.tags
@@ -316,26 +212,30 @@ def build_file_count_sensor(
             records = _new_observations(instance, key, cursor.get(name), budget) if to_read else []
             budget -= len(records)
             if name not in orders:
-                orders[name] = _order(instance, info, translator)
+                orders[name] = partition_order(instance, info, translator)
             states.append(
                 TableState(
                     table=name,
                     observations=_observations(records),
                     partition_order=orders[name],
-                    min_files=settings.min_files_for(info.database, info.name),
+                    min_files=min_files[name],
                     in_flight=in_flight.get(name, set()),
                     backed_off=set(failures.get(name, {})),
                     read_up_to=records[-1].storage_id if records else newest,
                     pending=pending.get(name, {}),
                     settled=settled.get(name, set()),
+                    priority=settings.priority_for(info.database, info.name),
                 )
             )
-        plan = plan_tick(states, cursor, thresholds.max_runs_per_tick, thresholds.max_partitions_per_run)
+        hourly = thresholds.max_mb_per_hour * MB if thresholds.max_mb_per_hour else None
+        spent = kept.spent(now)
+        budget = Budget(thresholds.max_runs_per_tick, thresholds.max_partitions_per_run, hourly, spent)
+        plan = plan_tick(states, cursor, budget)
         busy = {name: set(units) for name, units in in_flight.items()}
         for run in plan.runs:
             busy.setdefault(run.table, set()).update(run.partitions)
         room = thresholds.max_runs_per_tick - len(plan.runs)
-        retried, deferred = _retry_runs(retries, busy, orders, room, thresholds.max_partitions_per_run)
+        retried, deferred = retry_runs(retries, busy, orders, room, thresholds.max_partitions_per_run)
         for name, units in plan.in_flight.items():
             context.log.info(
                 f"{name}: already being compacted or requested, requested again if that run ends without "
@@ -352,10 +252,21 @@ def build_file_count_sensor(
                 )
         for name, left in plan.deferred.items():
             context.log.info(f"{name}: {left} partition(s) left for the next tick (sensor.max_runs_per_tick)")
+        for name, left in plan.over_bytes.items():
+            context.log.info(
+                f"{name}: {left} partition(s) left for a later tick: the hourly budget (sensor.max_mb_per_hour: "
+                f"{thresholds.max_mb_per_hour} MB) has {(spent + plan.bytes_requested) // MB} MB requested within "
+                "the hour"
+            )
         requests = [run_request(run, by_name[run.table], translator) for run in plan.runs]
         for run in plan.runs:
             context.log.info(
                 f"{run.table}: requesting compaction of {len(run.partitions)} unit(s): {_named(run.partitions)}"
+            )
+        if plan.runs:
+            context.log.info(
+                f"{len(plan.runs)} run(s) requested, best ranked first (files removed per GB rewritten, times the "
+                f"table's priority), {plan.bytes_requested // MB} MB of small files to rewrite"
             )
         for run, run_key, retry in retried:
             failed = sorted({retries[run.table][u].run_id[:8] for u in run.partitions})
@@ -372,10 +283,16 @@ def build_file_count_sensor(
             if k not in waiting and not (k.startswith(RETRIED) and v < horizon)
         }
         pending |= {state.table: plan.pending.get(state.table, {}) for state in states}
-        new_cursor |= {PENDING + name: sorted(units.items(), key=str) for name, units in pending.items() if units}
-        cursor_text = json.dumps(new_cursor, sort_keys=True)
+        requested = kept.requested + ([(now, plan.bytes_requested)] if plan.runs else [])
+        cursor_text = write_cursor(new_cursor, pending, requested, now)
         if not requests:
-            return dg.SensorResult(skip_reason="no new observation over the thresholds", cursor=cursor_text)
+            reason = "no new observation over the thresholds"
+            if plan.over_bytes:
+                reason = (
+                    f"the hourly budget (sensor.max_mb_per_hour: {thresholds.max_mb_per_hour} MB) is spent: "
+                    f"{sum(plan.over_bytes.values())} partition(s) wait for a later tick"
+                )
+            return dg.SensorResult(skip_reason=reason, cursor=cursor_text)
         return dg.SensorResult(run_requests=requests, cursor=cursor_text)
 
     return file_count_sensor
