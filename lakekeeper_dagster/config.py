@@ -96,12 +96,20 @@ class SensorThresholds(StrictModel):
 
 
 class ObservationSettings(StrictModel):
-    """When the observation job runs on its schedule (the schedule is off until turned on)."""
+    """When the observation job runs on its schedule (the schedule is off until turned on), and how many partitions
+    hive_partitions_sensor registers a tick."""
 
     cron_schedule: str = Field(
         default="0 * * * *",
         pattern=r"^\s*(\S+\s+){4}\S+\s*$",
         description="When observe_partitions_schedule runs (it is off until turned on).",
+    )
+    max_registrations_per_tick: int = Field(
+        default=1000,
+        ge=1,
+        description="Partitions holding data that hive_partitions_sensor registers per tick at most (a runless "
+        "materialization each, ~25 ms of the instance's time), newest first, the tables in turn; the rest on the "
+        "next ticks.",
     )
 
 

@@ -158,3 +158,28 @@ def test_partitions_appear_registered_and_compaction_shows(spark, metastore, dat
         assert instance.get_dynamic_partitions(name) == [NAMES[0], NAMES[2]]
         assert statuses(workspace, key) == {NAMES[0]: MATERIALIZED, NAMES[2]: MATERIALIZED}
         assert latest(instance, key, NAMES[2]).asset_materialization.metadata["file_count"].value == 2
+
+
+def test_registration_goes_newest_first_within_its_budget_a_tick(spark, metastore, database, data_dir):
+    """At most `observation.max_registrations_per_tick` partitions holding data registered a tick, newest first; an
+    empty partition takes no place in the budget; only a partition needing compaction gets an observation."""
+    days = [{"date": f"2024-04-0{day}"} for day in range(1, 6)]
+    names = [f"date={d['date']}" for d in days]
+    make_table(spark, database, "wide", data_dir / "wide", partitions=days[:4], files=1, rows=10)
+    write_files(spark, f"file:{data_dir / 'wide' / names[1]}", 700, 10, 3, "parquet")  # 4 files: needs compaction
+    spark.sql(f"ALTER TABLE {database}.wide ADD {partition_clause(days[4])}")  # the newest, empty
+    spark.sql(f"REFRESH TABLE {database}.wide")
+    settings = {"observation": {"max_registrations_per_tick": 2}}
+    config = parse_config({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, **settings}, "t")
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    key = asset_key(database, "wide")
+    now = float(int(time.time()))
+    with dg.instance_for_test() as instance, daemon_workspace(instance, defs) as workspace:
+        assert tick(workspace, now)
+        assert instance.get_dynamic_partitions(partitions_def_name(database, "wide")) == names  # all at once
+        assert statuses(workspace, key) == {**dict.fromkeys(names), names[3]: MATERIALIZED, names[2]: MATERIALIZED}
+        assert tick(workspace, now + INTERVAL_SECONDS + 1)
+        assert statuses(workspace, key) == {**dict.fromkeys(names, MATERIALIZED), names[4]: None}
+        assert not tick(workspace, now + 2 * (INTERVAL_SECONDS + 1))
+        observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=10).records
+        assert [r.partition_key for r in observed] == [names[1]]

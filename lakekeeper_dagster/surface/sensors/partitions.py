@@ -4,10 +4,16 @@ Dagster 1.13 gives an asset partition one of four statuses — Materialized, Mat
 from materializations and runs only (observations do not count for an asset that is materialized). A Hive partition
 that holds data is therefore *registered* once, by a runless `AssetMaterialization` that says so in its metadata
 (`lakekeeper/state`: `existing` and whether it needs compaction); a compaction later adds its own materialization
-from its run. "Missing" keeps one meaning: a Hive partition with no data file, nothing to compact.
+from its run. "Missing" means a Hive partition with no data file, nothing to compact — or, at an estate being
+onboarded, one not registered yet: registering costs the instance ~25 ms a partition (days for millions), so a tick
+registers at most `observation.max_registrations_per_tick`, newest first, the tables taking turns, and the next ticks
+go on (the dynamic partitions themselves are added at once, one request a table). A registration's observation (what
+file_count_sensor reads) is written only for a partition needing compaction.
 """
 
 from __future__ import annotations
+
+from itertools import chain, zip_longest
 
 import dagster as dg
 
@@ -28,22 +34,29 @@ PARTITIONS_SENSOR = "hive_partitions_sensor"
 INTERVAL_SECONDS = 120
 EXISTING = "existing"  # registered: data found in place, never compacted by lakekeeper
 UNCHANGED = "the Hive partitions are unchanged and every one holding data is registered"
+LISTINGS = 3  # directory listings (Spark jobs) a tick at most while looking for partitions holding data
 
 
 def registration(key: dg.AssetKey, plan: UnitPlan) -> list[dg.AssetMaterialization | dg.AssetObservation]:
     """The runless materialization that marks a unit's existing data as Materialized, with its figures and whether
-    it needs compaction, and the observation the file-count sensor reads."""
+    it needs compaction, and, when it does, the observation the file-count sensor reads."""
     state = "existing data, needs compaction" if plan.needs_compaction else "existing data, no compaction needed"
     metadata = observation_metadata(plan)
-    return [
-        dg.AssetMaterialization(
-            asset_key=key,
-            partition=plan.partition,
-            description=f"{state}: {plan.file_count} data file(s) found in place, not written by a compaction",
-            metadata={STATE: EXISTING, **metadata},
-        ),
-        dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=metadata),
-    ]
+    materialization = dg.AssetMaterialization(
+        asset_key=key,
+        partition=plan.partition,
+        description=f"{state}: {plan.file_count} data file(s) found in place, not written by a compaction",
+        metadata={STATE: EXISTING, **metadata},
+    )
+    if not plan.needs_compaction:
+        return [materialization]
+    return [materialization, dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=metadata)]
+
+
+def in_turn(pending: dict[str, list[Unit]]) -> list[tuple[str, Unit]]:
+    """Every table's unregistered units, newest (last in Hive's order) first, the tables taking turns."""
+    rounds = zip_longest(*[[(name, u) for u in reversed(units)] for name, units in pending.items()])
+    return [entry for entry in chain.from_iterable(rounds) if entry is not None]
 
 
 def _unregistered(
@@ -97,24 +110,54 @@ def build_partitions_sensor(
                     verb = "adding" if isinstance(change, dg.AddDynamicPartitionsRequest) else "removing"
                     context.log.info(f"{info.qualified_name}: {verb} {len(change.partition_keys)} partition(s)")
             pending[info.qualified_name] = _unregistered(instance, info, found, translator)
-        locations = [u.location for table in pending.values() for u in table]
-        events: list = []
-        if locations:
-            thresholds = settings.thresholds()
-            with engine_failures():
-                what = f"register {len(locations)} partition(s)"
-                listing = list_directories(session, locations, what, thresholds.min_file_bytes)
-            for info in observed:
-                plans = [p for p in plan_listed(pending[info.qualified_name], listing, thresholds) if p.file_count]
-                for plan in plans:
-                    events += registration(translator.asset_key(info), plan)
-                if plans:
-                    context.log.info(
-                        f"{info.qualified_name}: {len(plans)} partition(s) holding data registered, "
-                        f"{sum(p.needs_compaction for p in plans)} of them need compaction"
-                    )
+        events = _registrations(context, session, settings, observed, pending, translator)
         if not requests and not events:
             return dg.SensorResult(skip_reason=UNCHANGED)
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events)
 
     return hive_partitions_sensor
+
+
+def _registrations(
+    context: dg.SensorEvaluationContext,
+    session,
+    settings: LakekeeperConfig,
+    observed: list[TableInfo],
+    pending: dict[str, list[Unit]],
+    translator: HiveTableTranslator,
+) -> list[dg.AssetMaterialization | dg.AssetObservation]:
+    """The registrations of up to `max_registrations_per_tick` unregistered units holding data. Their directories are
+    listed a budget's worth at a time (an empty partition stays unregistered and takes no place in the budget), at
+    most LISTINGS times a tick."""
+    budget, thresholds = settings.observation.max_registrations_per_tick, settings.thresholds()
+    queue, plans = in_turn(pending), {}
+    listed = 0
+    for _ in range(LISTINGS):
+        chunk = queue[listed : listed + budget - sum(len(p) for p in plans.values())]
+        if not chunk:
+            break
+        listed += len(chunk)
+        with engine_failures():
+            what = f"register {len(chunk)} partition(s)"
+            listing = list_directories(session, [u.location for _, u in chunk], what, thresholds.min_file_bytes)
+        by_table: dict[str, list[Unit]] = {}
+        for name, unit in chunk:
+            by_table.setdefault(name, []).append(unit)
+        for name, units in by_table.items():
+            plans.setdefault(name, []).extend(p for p in plan_listed(units, listing, thresholds) if p.file_count)
+    events: list = []
+    for info in observed:
+        chosen = sorted(plans.get(info.qualified_name, []), key=lambda p: p.partition or "")
+        for plan in chosen:
+            events += registration(translator.asset_key(info), plan)
+        if chosen:
+            context.log.info(
+                f"{info.qualified_name}: {len(chosen)} partition(s) holding data registered, "
+                f"{sum(p.needs_compaction for p in chosen)} of them need compaction"
+            )
+    if listed < len(queue):
+        context.log.info(
+            f"{len(queue) - listed} partition(s) not registered yet, on the next ticks "
+            f"(observation.max_registrations_per_tick: {budget})"
+        )
+    return events
