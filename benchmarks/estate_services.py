@@ -225,12 +225,13 @@ def _gap(start: float | None, end: float | None) -> float | None:
     return None if start is None or end is None else round(end - start, 2)
 
 
-LISTED = " unit(s) listed, "  # the observation job's line per table, written once every unit is listed
-# The observation job's line with its phases before any observation: metastore read, partition sync, file listing.
+TABLE_LINE = re.compile(r"^\S+: \d+ unit\(s\), \d+ listed")  # the observation job's line once a table is recorded
+# The observation job's closing line: its units, those listed, the tables read in full, and its phases' sums.
 PHASES = re.compile(
-    r"^(\d+) unit\(s\) of \d+ table\(s\): ([\d.]+)s to read .*, ([\d.]+)s to sync .*, ([\d.]+)s to list "
+    r"^(\d+) unit\(s\) of \d+ table\(s\), (\d+) listed, (\d+) table\(s\) read in full: ([\d.]+)s to read .*, "
+    r"([\d.]+)s to sync .*, ([\d.]+)s to list "
 )
-PHASE_FIGURES = ("metastore_read_s", "partition_sync_s", "listing_s")
+PHASE_FIGURES = ("listed", "tables_read_in_full", "metastore_read_s", "partition_sync_s", "listing_s")
 
 
 def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
@@ -252,11 +253,15 @@ def run_events(instance: dg.DagsterInstance, run_id: str) -> dict:
                 counts[UNPARTITIONED] += 1  # a table's summary (the estate's tables are all partitioned)
             if event and event.event_type_value == "ENGINE_EVENT" and entry.message.startswith(STARTED_PROCESS):
                 marks.setdefault("process", entry.timestamp)
-            elif kind == "LOG_MESSAGE" and LISTED in entry.user_message:
-                marks.setdefault("listed", entry.timestamp)  # the first table's line: every unit was listed
+            elif kind == "LOG_MESSAGE" and TABLE_LINE.match(entry.user_message):
+                marks.setdefault("listed", entry.timestamp)  # the first table recorded
             elif kind == "LOG_MESSAGE" and (phases := PHASES.match(entry.user_message)):
                 units, *seconds = phases.groups()
                 figures = {"units": int(units), **dict(zip(PHASE_FIGURES, map(float, seconds), strict=True))}
+                figures["listed"], figures["tables_read_in_full"] = (
+                    int(figures["listed"]),
+                    int(figures["tables_read_in_full"]),
+                )
             elif kind == dg.DagsterEventType.RUN_START.value:
                 marks["start"] = entry.timestamp
             elif kind in RUN_ENDS:

@@ -104,6 +104,14 @@ class ObservationSettings(StrictModel):
         pattern=r"^\s*(\S+\s+){4}\S+\s*$",
         description="When observe_partitions_schedule runs (it is off until turned on).",
     )
+    full_read_hours: int = Field(
+        default=24,
+        ge=1,
+        description="Each table is read in full (every partition from the metastore, every directory listed) at "
+        "least once in this many hours, the tables spread over them; other runs read partition names and list only "
+        "directories whose modification time changed (a partition moved with SET LOCATION, or a file appended to in "
+        "place, is seen at the table's next full read).",
+    )
     max_registrations_per_tick: int = Field(
         default=1000,
         ge=1,

@@ -180,6 +180,35 @@ public class DriverBulk {
         return mapper.writeValueAsString(out);
     }
 
+    /** Each directory's subdirectories with their modification times (ms), one listing a directory: {directory:
+     * [[name, mtime], ...]}, null for a directory that does not exist. */
+    public String childTimes(Configuration conf, String directoriesJson) throws Exception {
+        List directories = (List) mapper.readValue(directoriesJson, List.class);
+        Map out = new LinkedHashMap();
+        for (int i = 0; i < directories.size(); i++) {
+            String directory = (String) directories.get(i);
+            Path path = new Path(directory);
+            org.apache.hadoop.fs.FileStatus[] children;
+            try {
+                children = path.getFileSystem(conf).listStatus(path);
+            } catch (java.io.FileNotFoundException e) {
+                out.put(directory, null);
+                continue;
+            }
+            List found = new ArrayList();
+            for (int j = 0; j < children.length; j++) {
+                if (children[j].isDirectory()) {
+                    List child = new ArrayList();
+                    child.add(children[j].getPath().getName());
+                    child.add(Long.valueOf(children[j].getModificationTime()));
+                    found.add(child);
+                }
+            }
+            out.put(directory, found);
+        }
+        return mapper.writeValueAsString(out);
+    }
+
     /** Each path's Hadoop URI as text (`new Path(p).toUri().toString()`: how Spark spells a file it read). */
     public String pathUris(String pathsJson) throws Exception {
         List paths = (List) mapper.readValue(pathsJson, List.class);

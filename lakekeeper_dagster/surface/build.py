@@ -16,10 +16,11 @@ from lakekeeper_dagster.surface.jobs.compaction import (
     refresh_schedule,
 )
 from lakekeeper_dagster.surface.jobs.merge import MERGE_JOB, MergeConfig, build_merge_job, merge_asset_specs
+from lakekeeper_dagster.surface.jobs.observe import build_observe_job, observe_schedule
 from lakekeeper_dagster.surface.jobs.policy import policy_schedule
 from lakekeeper_dagster.surface.jobs.retention import RETENTION_JOB, RetentionConfig, build_retention_job
 from lakekeeper_dagster.surface.metadata import NOTICE_KEY
-from lakekeeper_dagster.surface.observations import OBSERVE_JOB, build_observe_job, observe_schedule
+from lakekeeper_dagster.surface.observations import OBSERVE_JOB
 from lakekeeper_dagster.surface.sensors.file_count import build_file_count_sensor
 from lakekeeper_dagster.surface.sensors.partitions import build_partitions_sensor
 from lakekeeper_dagster.surface.state import LocationState

@@ -6,12 +6,12 @@ one event a partition: the others are recorded when they change.
 
 What was recorded last is an *observed snapshot* per table in the instance's key-value store (`run_storage` cursor
 values, the same table in SQLite and PostgreSQL instances, shared by every process of the deployment): partition ->
-its figures [files, bytes, small files, needs compaction, since when it needs it]; beside it the table's backlog
-(how many of those need compaction), all the sensor reads of it each tick (a snapshot is 17,520 entries a table at
-the estate). The snapshot is read and written a table at a time (memory: the largest table's snapshot, besides the
-run's listing),
-instead of the event log's newest observation of each partition (17,520 records a table to read and deserialize each
-run at the estate). It never claims more than the event log holds:
+its figures [files, bytes, small files, needs compaction, since when it needs it], then what the next run needs to
+know whether to list it again (`surface/changes.py`); beside it the table's backlog (how many of those need
+compaction), all the sensor reads of it each tick (a snapshot is 17,520 entries a table at the estate). The snapshots
+are read and written ten tables at a time (memory: those tables' snapshots and units), instead of the event log's
+newest observation of each partition (17,520 records a table to read and deserialize each run at the estate).
+It never claims more than the event log holds:
 
 - a table's is written only after every observation of that table was yielded (Dagster stores an event before the
   op resumes), so a run that fails or dies before it leaves that table's previous snapshot, and the next run
@@ -31,21 +31,13 @@ its summary (`partitions: 1`) every run.
 """
 
 import json
-import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import dagster as dg
 
-from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.faults import fail_point
-from lakekeeper_dagster.engine.fs.listing import list_directories
-from lakekeeper_dagster.engine.fs.storage import Storage
-from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.engine.ops.analyze import plan_listed, with_suspensions
 from lakekeeper_dagster.engine.plan.units import UnitPlan
-from lakekeeper_dagster.engine.statuses import PlanStatus
-from lakekeeper_dagster.surface.failures import engine_failures
 from lakekeeper_dagster.surface.metadata import (
     BACKLOG,
     BACKLOG_KEY,
@@ -55,15 +47,10 @@ from lakekeeper_dagster.surface.metadata import (
     NEEDS_COMPACTION,
     OBSERVED_SNAPSHOT_KEY,
     OLDEST_BACKLOG,
-    QUEUED_OR_EXECUTING,
     SUMMARY_KIND,
     SUSPENDED,
     SUSPENDED_UNITS,
 )
-from lakekeeper_dagster.surface.partitions import sync_partitions
-from lakekeeper_dagster.surface.tables import current_units
-from lakekeeper_dagster.surface.translator import HiveTableTranslator
-from spark_resources.resource import HiveSparkResource
 
 OBSERVE_JOB = "observe_partitions_job"
 
@@ -86,27 +73,25 @@ def observation_metadata(plan: UnitPlan) -> dict:
     }
 
 
-def summary_metadata(plans: list[UnitPlan], snapshot: dict[str, list], now: float) -> dict:
-    """A table's figures in one observation: its units, files, small files, units needing compaction, bytes, and its
-    suspended units (with why); its health: the share of small files, the bytes waiting for compaction and how long
-    the oldest unit needing it has waited (from `snapshot`, the figures kept with when each began to need it)."""
-    files, small = sum(p.file_count for p in plans), sum(p.small_files for p in plans)
-    waiting = [f[SINCE] for f in snapshot.values() if f[NEEDS]]
+def summary_metadata(snapshot: dict[str, list], suspended: list[UnitPlan], now: float) -> dict:
+    """A table's figures in one observation, from its units' kept entries (`snapshot`): its units, files, small
+    files, units needing compaction, bytes, and its `suspended` units (with why); its health: the share of small
+    files, the small files' bytes of the units needing compaction, and how long the unit needing it longest has."""
+    entries = list(snapshot.values())
+    files, small = sum(e[0] for e in entries), sum(e[2] for e in entries)
+    waiting = [e[SINCE] for e in entries if e[NEEDS]]
     return {
-        "partitions": len(plans),
+        "partitions": len(entries),
         "files": files,
         "small_files": small,
-        BACKLOG: sum(p.needs_compaction for p in plans),
-        "bytes": sum(p.total_bytes for p in plans),
+        BACKLOG: len(waiting),
+        "bytes": sum(e[1] for e in entries),
         "small_file_ratio": round(small / files, 4) if files else 0.0,
-        "backlog_bytes": sum(p.small_bytes for p in plans if p.needs_compaction),
+        "backlog_bytes": sum(e[SMALL_BYTES] for e in entries if e[NEEDS]),
         OLDEST_BACKLOG: round((now - min(waiting)) / 3600, 2) if waiting else 0.0,
-        SUSPENDED: sum(p.status == PlanStatus.SUSPENDED for p in plans),
+        SUSPENDED: len(suspended),
         SUSPENDED_UNITS: dg.MetadataValue.md(
-            "\n".join(
-                f"- {p.partition or '(whole table)'}: {p.reason}" for p in plans if p.status == PlanStatus.SUSPENDED
-            )
-            or "none"
+            "\n".join(f"- {p.partition or '(whole table)'}: {p.reason}" for p in suspended) or "none"
         ),
         KIND: SUMMARY_KIND,
     }
@@ -119,6 +104,7 @@ def is_summary(metadata: dict) -> bool:
 
 NEEDS = 3  # the index of needs_compaction in a unit's figures
 SINCE = 4  # the index of when (epoch seconds) the unit began to need compaction, 0 when it does not
+SMALL_BYTES = 5  # the index of the unit's small files' bytes (then `surface/changes.py`'s entries)
 COMPARED = 4  # the figures compared: file count, bytes, small files, needs compaction
 
 
@@ -169,101 +155,3 @@ def overlapping_runs(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     runs = instance.get_run_records(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=EXECUTING))
     runs += instance.get_run_records(dg.RunsFilter(job_name=OBSERVE_JOB, updated_after=since))
     return sorted({r.dagster_run.run_id for r in runs} - {run_id})
-
-
-def build_observe_job(
-    settings: LakekeeperConfig, tables: list[TableInfo], translator: HiveTableTranslator
-) -> dg.JobDefinition:
-    """One op: sync dynamic partitions, list every managed unit in one Spark job, record what changed and a summary."""
-
-    @dg.op(out={})
-    def observe_partitions(context: dg.OpExecutionContext, spark: HiveSparkResource):
-        """Record each partition's (or unpartitioned table's) data file count, bytes, average and median size when
-        they changed, and each table's summary."""
-        instance = context.instance
-        started = time.monotonic()
-        with engine_failures():
-            session = spark.spark_session
-            units = current_units(session, tables, context.log.warning)
-        observed = [info for info in tables if info.qualified_name in units]
-        read = time.monotonic()
-        for info in observed:
-            if info.is_partitioned:
-                hive = [unit.partition for unit in units[info.qualified_name]]
-                added, removed = sync_partitions(instance, translator.partitions_def_name(info), hive)
-                if added or removed:
-                    context.log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
-        locations = [unit.location for table in units.values() for unit in table]
-        thresholds = settings.thresholds()
-        synced = time.monotonic()
-        with engine_failures():
-            what = f"observe {len(tables)} table(s)"
-            listing = list_directories(session, locations, what, thresholds.min_file_bytes)
-        context.log.info(
-            f"{len(locations)} unit(s) of {len(observed)} table(s): {read - started:.1f}s to read them from the "
-            f"metastore (Spark session included), {synced - read:.1f}s to sync the dynamic partitions, "
-            f"{time.monotonic() - synced:.1f}s to list their directories"
-        )
-        overlapped: list[str] = []
-        storage = Storage(session)
-        for info in observed:
-            listed = plan_listed(units[info.qualified_name], listing, thresholds)
-            plans = with_suspensions(storage, info, listed, settings.suspend_after_failures)
-            key = translator.asset_key(info)
-            before, now, changed, at = read_observed_snapshot(instance, key), {}, 0, time.time()
-            for plan in plans:
-                kept = before.get(plan.partition or "")
-                now[plan.partition or ""] = figures = unit_figures(plan, kept, at)
-                # first sight of a table: only the units needing compaction (the summary counts every one)
-                if (kept or [])[:COMPARED] != figures[:COMPARED] and (before or plan.needs_compaction):
-                    changed += 1
-                    yield dg.AssetObservation(
-                        asset_key=key, partition=plan.partition, metadata=observation_metadata(plan)
-                    )
-            summary = summary_metadata(plans, now, at)
-            yield dg.AssetObservation(asset_key=key, metadata=summary)
-            fail_point("observations_recorded")
-            overlapped = overlapped or overlapping_runs(instance, context.run_id)
-            if not overlapped:
-                keep_observed_snapshot(instance, key, now)
-            missing = [u.partition or u.location for u in units[info.qualified_name] if u.location in listing.missing]
-            context.log.info(
-                f"{info.qualified_name}: {len(plans)} unit(s) listed, {changed} changed and recorded, "
-                f"{summary[BACKLOG]} need compaction, {summary['files']} data files"
-                + (f"; location missing for {len(missing)}: {', '.join(missing[:5])}" if missing else "")
-            )
-        if overlapped:
-            context.log.warning(
-                f"another observation run overlapped this one ({', '.join(r[:8] for r in overlapped)}): what was "
-                "recorded from then on is not kept as the last figures, the next run compares with the previous ones"
-            )
-
-    @dg.job(
-        name=OBSERVE_JOB,
-        description="Record the file count and sizes of every managed partition that changed since the last run "
-        "(asset observations) and one summary per table (partitions, files, small files, backlog, bytes); new Hive "
-        "partitions become dynamic partitions and vanished ones are removed.",
-    )
-    def observe_partitions_job() -> None:
-        observe_partitions()
-
-    return observe_partitions_job
-
-
-def observe_schedule(job: dg.JobDefinition, settings: LakekeeperConfig) -> dg.ScheduleDefinition:
-    """The observation job on `observation.cron_schedule`, skipped while a run of it is queued or running (runs of
-    the job never overlap by the schedule: each keeps its figures); off until turned on."""
-
-    @dg.schedule(
-        name="observe_partitions_schedule",
-        job=job,
-        cron_schedule=settings.observation.cron_schedule,
-        default_status=dg.DefaultScheduleStatus.STOPPED,
-    )
-    def observe_partitions_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        running = context.instance.get_runs(dg.RunsFilter(job_name=OBSERVE_JOB, statuses=QUEUED_OR_EXECUTING), limit=1)
-        if running:
-            return dg.SkipReason(f"observation run {running[0].run_id[:8]} is not finished: not started again")
-        return dg.RunRequest()
-
-    return observe_partitions_schedule

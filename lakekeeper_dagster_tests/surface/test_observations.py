@@ -118,7 +118,8 @@ def test_a_run_records_only_what_changed_and_a_summary_per_table(spark, metastor
         assert stored(instance, database) == {"ev": 5, "flat": 2}  # 4 partitions + summary; the table + summary
         lines = [entry.user_message for entry in instance.all_logs(instance.get_runs(limit=1)[0].run_id)]
         (timings,) = [line for line in lines if line.endswith("s to list their directories")]
-        assert timings.startswith("5 unit(s) of 2 table(s): ") and "s to read them from the metastore" in timings
+        assert timings.startswith("5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full: ")
+        assert "s to read them from the metastore" in timings
 
         summaries = run_observation(defs, instance, summaries=True)  # nothing changed: the summaries only
         assert stored(instance, database) == {"ev": 6, "flat": 3}

@@ -116,6 +116,13 @@ def list_partitions(spark: SparkSession, info: TableInfo) -> list[Unit]:
     return sorted(result, key=lambda p: p.partition)
 
 
+def partition_names(spark: SparkSession, info: TableInfo) -> list[str]:
+    """The Hive names of a partitioned table's partitions, in name order: names only (no location, no storage
+    descriptor), one metastore call and one py4j string (an escaped name holds no line break)."""
+    names = external_catalog(spark).listPartitionNames(info.database, info.name, jvm(spark).scala.Option.empty())
+    return sorted(filter(None, str(names.mkString("\n")).split("\n")))
+
+
 def partition_unit(spark: SparkSession, info: TableInfo, partition: dict) -> Unit:
     """The unit of one partition of `info` read as JSON (`CatalogTablePartition`'s fields)."""
     spec = {column: partition["spec"][column] for column in info.partition_columns}

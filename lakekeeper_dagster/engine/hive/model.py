@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from lakekeeper_dagster.engine.errors import ConfigError
@@ -36,6 +37,24 @@ def escape_partition_value(value: str | None) -> str:
 def partition_name(spec: dict[str, str | None]) -> str:
     """Hive partition name (`date=2024-01-01/ref=FR`) of an ordered spec, escaped as the metastore prints it."""
     return "/".join(f"{escape_partition_value(k)}={escape_partition_value(v)}" for k, v in spec.items())
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+def partition_spec(name: str, columns: tuple[str, ...]) -> dict[str, str | None]:
+    """The spec of a Hive partition name, the inverse of `partition_name` (values in `columns`' order; the default
+    partition's value None); a ValueError when the name does not hold exactly those columns."""
+    pairs = [part.partition("=") for part in name.split("/")]
+    if len(pairs) != len(columns) or any(
+        not sep or _unescape(key).lower() != column.lower()
+        for (key, sep, _), column in zip(pairs, columns, strict=False)
+    ):
+        raise ValueError(f"partition name {name!r} does not hold the columns {list(columns)}")
+    return {
+        c: None if v == HIVE_DEFAULT_PARTITION else _unescape(v) for (_, _, v), c in zip(pairs, columns, strict=False)
+    }
 
 
 def quote_identifier(name: str) -> str:

@@ -13,7 +13,7 @@ from lakekeeper_dagster.engine.hive.catalog import read_table, table_units
 from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
 from lakekeeper_dagster.engine.plan.thresholds import Thresholds
 from lakekeeper_dagster.engine.plan.units import TablePlan, UnitPlan, plan_table, plan_unit, skipped_table
-from lakekeeper_dagster.engine.protocol.suspension import TABLE_UNIT, read_failures, suspended_units
+from lakekeeper_dagster.engine.protocol.suspension import TABLE_UNIT, FailedRuns, read_failures, suspended_units
 from lakekeeper_dagster.engine.statuses import PlanStatus
 
 if TYPE_CHECKING:
@@ -36,7 +36,11 @@ def plan_listed(units: list[Unit], listing: Listing, thresholds: Thresholds) -> 
 def with_suspensions(storage: Storage, info: TableInfo, plans: list[UnitPlan], suspend_after: int) -> list[UnitPlan]:
     """The table's unit plans, those of its suspended units marked SUSPENDED with why (`protocol/suspension.py`):
     what analyze shows, the observations record (none of them counts as needing compaction) and a run skips."""
-    suspended = suspended_units(read_failures(storage, info.location), suspend_after)
+    return mark_suspended(info, plans, suspended_units(read_failures(storage, info.location), suspend_after))
+
+
+def mark_suspended(info: TableInfo, plans: list[UnitPlan], suspended: dict[str, FailedRuns]) -> list[UnitPlan]:
+    """The plans of the `suspended` units (`protocol/suspension.py`) marked SUSPENDED with why."""
     return [
         replace(plan, status=PlanStatus.SUSPENDED, reason=failed.describe(plan.partition, info.qualified_name))
         if (failed := suspended.get(plan.partition or TABLE_UNIT)) is not None
