@@ -181,7 +181,8 @@ public class DriverBulk {
     }
 
     /** Each directory's subdirectories with their modification times (ms), one listing a directory: {directory:
-     * [[name, mtime], ...]}, null for a directory that does not exist. */
+     * [[name, mtime], ...]}, null for a directory that does not exist or cannot be listed (its units are then
+     * listed themselves). */
     public String childTimes(Configuration conf, String directoriesJson) throws Exception {
         List directories = (List) mapper.readValue(directoriesJson, List.class);
         Map out = new LinkedHashMap();
@@ -191,7 +192,7 @@ public class DriverBulk {
             org.apache.hadoop.fs.FileStatus[] children;
             try {
                 children = path.getFileSystem(conf).listStatus(path);
-            } catch (java.io.FileNotFoundException e) {
+            } catch (java.io.IOException e) {  // missing, or not readable (another team's parent directory)
                 out.put(directory, null);
                 continue;
             }

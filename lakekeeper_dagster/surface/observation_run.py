@@ -47,9 +47,15 @@ class ObservationRun:
     """What one run of the observation job has done so far (its figures for the closing log line)."""
 
     def __init__(
-        self, context: dg.OpExecutionContext, session, settings: LakekeeperConfig, translator: HiveTableTranslator
+        self,
+        context: dg.OpExecutionContext,
+        session,
+        settings: LakekeeperConfig,
+        translator: HiveTableTranslator,
+        thresholds: str,
     ) -> None:
         self.context, self.session, self.settings, self.translator = context, session, settings, translator
+        self.fingerprint = thresholds  # the planning thresholds' fingerprint, kept with each full read
         self.storage = Storage(session)
         self.thresholds = settings.thresholds()
         self.overlapped: list[str] = []
@@ -129,7 +135,7 @@ class ObservationRun:
             if plan is None:  # its directory is missing
                 continue
             kept = before.get(unit_key)
-            trusted = trusted_time(times.get(unit.location), read_at, unit.location in listing.nested)
+            trusted = trusted_time(unit.location, times.get(unit.location), read_at, unit.location in listing.nested)
             is_suspended = plan.status == PlanStatus.SUSPENDED
             figures = unit_figures(plan, kept, at)
             now[unit_key] = figures + entry_extra(info, unit, plan.small_bytes, trusted, is_suspended)
@@ -137,14 +143,19 @@ class ObservationRun:
             if (kept or [])[:COMPARED] != figures[:COMPARED] and (before or plan.needs_compaction):
                 changed += 1
                 yield dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=observation_metadata(plan))
-        summary = summary_metadata(now, [p for p in plans if p.status == PlanStatus.SUSPENDED], at)
+        waiting = [
+            (u.partition, suspended[name][u.partition or ""].describe(u.partition, name))
+            for u in read.units
+            if (u.partition or "") in suspended[name] and (u.partition or "") in now
+        ]
+        summary = summary_metadata(now, waiting, at)
         yield dg.AssetObservation(asset_key=key, metadata=summary)
         fail_point("observations_recorded")
         self.overlapped = self.overlapped or overlapping_runs(instance, self.context.run_id)
         if not self.overlapped:
             keep_observed_snapshot(instance, key, now)
             if read.full:
-                keep_full_read(instance, key, read_at)
+                keep_full_read(instance, key, read_at, self.fingerprint)
         self.units += len(read.units)
         self.tables += 1
         self.listed += len(chosen)

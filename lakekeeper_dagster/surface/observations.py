@@ -11,7 +11,8 @@ know whether to list it again (`surface/changes.py`); beside it the table's back
 compaction), all the sensor reads of it each tick (a snapshot is 17,520 entries a table at the estate). The snapshots
 are read and written ten tables at a time (memory: those tables' snapshots and units), instead of the event log's
 newest observation of each partition (17,520 records a table to read and deserialize each run at the estate).
-It never claims more than the event log holds:
+It never hides a change from the event log (the first sight of a table keeps the figures of units it did not record,
+which are recorded once they change):
 
 - a table's is written only after every observation of that table was yielded (Dagster stores an event before the
   op resumes), so a run that fails or dies before it leaves that table's previous snapshot, and the next run
@@ -73,9 +74,9 @@ def observation_metadata(plan: UnitPlan) -> dict:
     }
 
 
-def summary_metadata(snapshot: dict[str, list], suspended: list[UnitPlan], now: float) -> dict:
+def summary_metadata(snapshot: dict[str, list], suspended: list[tuple[str | None, str]], now: float) -> dict:
     """A table's figures in one observation, from its units' kept entries (`snapshot`): its units, files, small
-    files, units needing compaction, bytes, and its `suspended` units (with why); its health: the share of small
+    files, units needing compaction, bytes, and its `suspended` units (each with why); its health: the share of small
     files, the small files' bytes of the units needing compaction, and how long the unit needing it longest has."""
     entries = list(snapshot.values())
     files, small = sum(e[0] for e in entries), sum(e[2] for e in entries)
@@ -91,7 +92,7 @@ def summary_metadata(snapshot: dict[str, list], suspended: list[UnitPlan], now: 
         OLDEST_BACKLOG: round((now - min(waiting)) / 3600, 2) if waiting else 0.0,
         SUSPENDED: len(suspended),
         SUSPENDED_UNITS: dg.MetadataValue.md(
-            "\n".join(f"- {p.partition or '(whole table)'}: {p.reason}" for p in suspended) or "none"
+            "\n".join(f"- {unit or '(whole table)'}: {why}" for unit, why in suspended) or "none"
         ),
         KIND: SUMMARY_KIND,
     }

@@ -104,3 +104,17 @@ def test_quiet_hours_read_and_request_nothing(spark, metastore, database, tables
             result.skip_reason.skip_message
         )
         assert len(tick(definitions(spark, metastore, database), instance).run_requests) == 1
+
+
+def test_ticks_read_the_tables_in_turn_from_where_the_last_one_stopped(spark, metastore, database, tables):
+    """A tick that spends `max_observations_per_tick` on the first tables makes the next one start after them, so
+    every table's partitions get ranked and requested, not only the first table's."""
+    make_table(spark, database, "ev2", tables / "ev2", partitions=DAYS, files=6, rows=60)
+    defs = definitions(spark, metastore, database, max_observations_per_tick=2, max_partitions_per_run=1)
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        first = tick(defs, instance)
+        assert [r.asset_selection for r in first.run_requests] == [[asset_key(database, "ev")]]
+        assert json.loads(first.cursor)["next_table"] == f"{database}.ev2"
+        second = tick(defs, instance, first.cursor)
+        assert {tuple(r.asset_selection) for r in second.run_requests} == {(asset_key(database, "ev2"),)}

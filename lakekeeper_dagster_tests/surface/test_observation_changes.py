@@ -4,14 +4,15 @@ files and instance. A directory's time is set back as time passing would (a dire
 from __future__ import annotations
 
 import os
-import time
 
 import dagster as dg
 import pytest
 
+from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.fs.dirtimes import directory_times
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_names, read_table
 from lakekeeper_dagster.engine.hive.model import partition_clause, partition_name, partition_spec
+from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.changes import default_location, full_reads_due, keep_full_read
 from lakekeeper_dagster.surface.metadata import FULL_READ_KEY
 from lakekeeper_dagster.surface.observations import OBSERVE_JOB, read_observed_snapshot
@@ -24,7 +25,7 @@ from lakekeeper_dagster_tests.surface.test_observations import (
     make_observed_tables,
     observations_of,
 )
-from lakekeeper_dagster_tests.tables import data_files, write_files
+from lakekeeper_dagster_tests.tables import data_files, set_back, write_files
 
 HOUR = 3600
 
@@ -32,13 +33,6 @@ HOUR = 3600
 @pytest.fixture
 def tables(spark, database, data_dir):
     return make_observed_tables(spark, database, data_dir)
-
-
-def age(*directories, seconds: int = HOUR) -> None:
-    """Set the directories' modification time `seconds` back: as if last changed that long ago."""
-    for directory in directories:
-        then = time.time() - seconds
-        os.utime(directory, (then, then))
 
 
 def observe(defs, instance) -> tuple[dict, str]:
@@ -61,7 +55,7 @@ def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(s
         assert observe(defs, instance)[1] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
         # every directory was written just now: its time is not trusted, it is listed again
         assert observe(defs, instance) == ({}, "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full")
-        age(*(ev / p for p in NAMES), tables / "flat")
+        set_back(*(ev / p for p in NAMES), tables / "flat")
         assert observe(defs, instance)[1] == "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full"
         assert observe(defs, instance) == ({}, "5 unit(s) of 2 table(s), 0 listed, 0 table(s) read in full")
 
@@ -91,7 +85,7 @@ def test_what_the_times_cannot_show_is_seen_at_the_tables_full_read(spark, metas
     ev, key = tables / "ev", asset_key(database, "ev")
     with dg.instance_for_test() as instance:
         observe(defs, instance)
-        age(*(ev / p for p in NAMES), tables / "flat")
+        set_back(*(ev / p for p in NAMES), tables / "flat")
         observe(defs, instance)
 
         appended = data_files(ev / NAMES[1])[0]
@@ -102,7 +96,7 @@ def test_what_the_times_cannot_show_is_seen_at_the_tables_full_read(spark, metas
         for index, source in enumerate(data_files(ev / NAMES[3])[:2]):
             (moved / f"part-{index}.parquet").write_bytes(source.read_bytes())
         spark.sql(f"ALTER TABLE {database}.ev {partition_clause(DAYS[3])} SET LOCATION '{moved.as_uri()}'")
-        age(moved)  # (the append left its directory's time alone)
+        set_back(moved)  # (the append left its directory's time alone)
         assert observe(defs, instance)[0] == {}  # neither is seen by name and directory time
 
         instance.run_storage.set_cursor_values({FULL_READ_KEY + key.to_user_string(): "0"})  # its slot came
@@ -117,27 +111,45 @@ def test_what_the_times_cannot_show_is_seen_at_the_tables_full_read(spark, metas
         assert observe(defs, instance)[0][("ev", NAMES[3])]["file_count"] == 3
 
 
+def test_tables_are_read_in_full_under_other_planning_thresholds(spark, metastore, database, tables):
+    """A changed threshold can change a unit's decision without its files: every table is then read in full."""
+    with dg.instance_for_test() as instance:
+        observe(definitions(spark, metastore, database), instance)
+        set_back(*(tables / "ev" / p for p in NAMES), tables / "flat")
+        observe(definitions(spark, metastore, database), instance)
+        assert observe(definitions(spark, metastore, database), instance)[1].endswith(
+            ", 0 listed, 0 table(s) read in full"
+        )
+        config = parse_config(
+            {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "block_size_mb": 1}, "t"
+        )
+        other = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+        assert observe(other, instance)[1] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
+        assert observe(other, instance)[1].endswith(", 0 listed, 0 table(s) read in full")
+
+
 def test_full_reads_are_spread_over_their_period_each_table_once(tmp_path):
     keys = {f"db.t{i}": dg.AssetKey(["hive", "db", f"t{i}"]) for i in range(200)}
     start = 1_700_000_000.0
     with dg.instance_for_test() as instance:
-        assert full_reads_due(instance, keys, start, 24) == set(keys)  # never read in full
+        assert full_reads_due(instance, keys, start, 24, "f") == set(keys)  # never read in full
         for key in keys.values():
-            keep_full_read(instance, key, start)
+            keep_full_read(instance, key, start, "f")
         due_by_hour = []
         for hour in range(1, 25):
-            due = full_reads_due(instance, keys, start + hour * HOUR, 24)
+            due = full_reads_due(instance, keys, start + hour * HOUR, 24, "f")
             due_by_hour.append(len(due))
             for table in due:
-                keep_full_read(instance, keys[table], start + hour * HOUR)
+                keep_full_read(instance, keys[table], start + hour * HOUR, "f")
         assert sum(due_by_hour) == len(keys) and max(due_by_hour) < len(keys) / 4
+        assert full_reads_due(instance, keys, start + 24 * HOUR, 24, "g") == set(keys)  # other thresholds
 
 
 def test_directory_times_come_from_the_parents_listing(spark, tmp_path):
     (tmp_path / "t" / "a=1").mkdir(parents=True)
     (tmp_path / "t" / "a=2").mkdir()
     (tmp_path / "t" / "file").write_text("x")
-    age(tmp_path / "t" / "a=1", seconds=7200)
+    set_back(tmp_path / "t" / "a=1", seconds=7200)
     locations = [
         f"file:{tmp_path}/t/a=1",
         f"file:{tmp_path}/t/a=2",

@@ -18,7 +18,7 @@ from lakekeeper_dagster.surface.sensors.file_count import SENSOR_NAME, execute_r
 from lakekeeper_dagster.surface.sensors.runs import MAX_RETRIES
 from lakekeeper_dagster_tests.engine.rewrite.test_keep_large import P1, P2, identity, mixed_table
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
-from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, write_files
+from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of, set_back, write_files
 
 DAYS = [{"date": f"2024-02-0{day}"} for day in (1, 2, 3, 4)]
 NAMES = [f"date={d['date']}" for d in DAYS]
@@ -541,6 +541,10 @@ def test_a_partition_failing_every_run_is_suspended_shown_and_not_requested_agai
         summary = run_observation(defs, instance, summaries=True)[("ev", None)]
         assert summary["suspended"] == 1 and NAMES[0] in summary["suspended_units"]
         assert summary["backlog"] == backlog - 1
+        set_back(*(tables / "ev" / p for p in NAMES))
+        run_observation(defs, instance)  # listed once more, with their directories' times
+        again = run_observation(defs, instance, summaries=True)[("ev", None)]  # not listed: still shown suspended
+        assert again["suspended"] == 1 and NAMES[0] in again["suspended_units"] and again["backlog"] == backlog - 1
         requested = [r.partition_key for r in tick(defs, instance).run_requests]
         assert [key for key in requested if key is not None] == [NAMES[2]]  # the flat table's aside
 

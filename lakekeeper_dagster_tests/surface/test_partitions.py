@@ -183,3 +183,23 @@ def test_registration_goes_newest_first_within_its_budget_a_tick(spark, metastor
         assert not tick(workspace, now + 2 * (INTERVAL_SECONDS + 1))
         observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=10).records
         assert [r.partition_key for r in observed] == [names[1]]
+
+
+def test_partitions_holding_data_behind_many_empty_ones_are_registered(spark, metastore, database, data_dir):
+    """More empty partitions at the head of the queue (newest first) than a tick lists: the next tick starts past
+    them, so the older partitions holding data are registered all the same."""
+    days = [{"date": f"2024-05-{day:02d}"} for day in range(1, 11)]
+    names = [f"date={d['date']}" for d in days]
+    make_table(spark, database, "ahead", data_dir / "ahead", partitions=days[:3], files=1, rows=10)
+    for spec in days[3:]:  # seven newer partitions, created ahead of their data
+        spark.sql(f"ALTER TABLE {database}.ahead ADD {partition_clause(spec)}")
+    spark.sql(f"REFRESH TABLE {database}.ahead")
+    settings = {"observation": {"max_registrations_per_tick": 2}}
+    config = parse_config({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, **settings}, "t")
+    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    key = asset_key(database, "ahead")
+    now = float(int(time.time()))
+    with dg.instance_for_test() as instance, daemon_workspace(instance, defs) as workspace:
+        for n in range(6):
+            tick(workspace, now + n * (INTERVAL_SECONDS + 1))
+        assert statuses(workspace, key) == {**dict.fromkeys(names[3:]), **dict.fromkeys(names[:3], MATERIALIZED)}

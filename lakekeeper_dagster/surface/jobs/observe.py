@@ -1,13 +1,14 @@
 """The observation job and its schedule: the job observes every managed table (`surface/observation_run.py`), the
 schedule runs it on `observation.cron_schedule` and never beside itself."""
 
+import hashlib
 import time
 
 import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
 from lakekeeper_dagster.engine.hive.model import TableInfo
-from lakekeeper_dagster.surface.changes import full_reads_due, groups
+from lakekeeper_dagster.surface.changes import full_reads_due
 from lakekeeper_dagster.surface.failures import engine_failures
 from lakekeeper_dagster.surface.metadata import QUEUED_OR_EXECUTING
 from lakekeeper_dagster.surface.observation_run import ObservationRun
@@ -16,6 +17,11 @@ from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
 GROUP_TABLES = 10  # tables observed together: one listing job, their units and snapshots in memory at once
+
+
+def thresholds_fingerprint(settings: LakekeeperConfig) -> str:
+    """What the units' decisions depend on besides their files: a table read under others is read in full."""
+    return hashlib.sha256(repr(settings.thresholds()).encode()).hexdigest()[:16]
 
 
 def build_observe_job(
@@ -32,10 +38,11 @@ def build_observe_job(
         with engine_failures():
             session = spark.spark_session
         keys = {info.qualified_name: translator.asset_key(info) for info in tables}
-        due = full_reads_due(instance, keys, time.time(), settings.observation.full_read_hours)
-        run = ObservationRun(context, session, settings, translator)
-        for group in groups(tables, GROUP_TABLES):
-            yield from run.observe(group, due)
+        fingerprint = thresholds_fingerprint(settings)
+        due = full_reads_due(instance, keys, time.time(), settings.observation.full_read_hours, fingerprint)
+        run = ObservationRun(context, session, settings, translator, fingerprint)
+        for start in range(0, len(tables), GROUP_TABLES):
+            yield from run.observe(tables[start : start + GROUP_TABLES], due)
         context.log.info(
             f"{run.units} unit(s) of {run.tables} table(s), {run.listed} listed, {run.full} table(s) read in full: "
             f"{run.seconds['read']:.1f}s to read them from the metastore (Spark session included), "

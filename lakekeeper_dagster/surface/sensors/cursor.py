@@ -4,7 +4,8 @@ Keys: `<db.table>` -> the newest observation storage id read; `min_files:<db.tab
 with; `retried:<run id>` -> the end of a failed run whose units were requested again; `pending:<db.table>` -> the
 units skipped while in flight or backing off, each [unit, storage id, files, files removed, bytes] (a cursor written
 before the figures were kept holds [unit, storage id]: its units rank last); `requested` -> [[time, bytes], ...],
-what the sensor's requests would rewrite, within the last hour (the byte budget).
+what the sensor's requests would rewrite, within the last hour (the byte budget); `next_table` -> the table the next
+tick reads first, when this one stopped at its read budget (so every table is read in turn).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from lakekeeper_dagster.engine.plan.requests import Observed
 
 PENDING = "pending:"
 REQUESTED = "requested"
+NEXT_TABLE = "next_table"
 HOUR = 3600
 
 
@@ -26,6 +28,7 @@ class SensorCursor:
     marks: dict[str, int] = field(default_factory=dict)
     pending: dict[str, dict[str | None, Observed]] = field(default_factory=dict)
     requested: list[tuple[float, int]] = field(default_factory=list)
+    next_table: str | None = None
 
     def spent(self, now: float) -> int:
         """The bytes requested within the hour before `now`."""
@@ -48,16 +51,24 @@ def read_cursor(text: str | None, min_files: dict[str, int]) -> SensorCursor:
             cursor.pending[table] = {e[0]: _observed(e, min_files.get(table, 2)) for e in value}
         elif key == REQUESTED:
             cursor.requested = [(float(at), int(size)) for at, size in value]
+        elif key == NEXT_TABLE:
+            cursor.next_table = value
         else:
             cursor.marks[key] = int(value)
     return cursor
 
 
 def write_cursor(
-    marks: dict[str, int], pending: dict[str, dict], requested: list[tuple[float, int]], now: float
+    marks: dict[str, int],
+    pending: dict[str, dict],
+    requested: list[tuple[float, int]],
+    now: float,
+    next_table: str | None = None,
 ) -> str:
-    """The cursor to keep: `marks`, the pending units, and the requests of the last hour."""
-    kept = dict(marks)
+    """The cursor to keep: `marks`, the pending units, the requests of the last hour, the table to read first."""
+    kept: dict = dict(marks)
+    if next_table:
+        kept[NEXT_TABLE] = next_table
     for table, units in pending.items():
         if units:
             entries = [[u, o.storage_id, o.file_count, o.files_removed, o.bytes_rewritten] for u, o in units.items()]

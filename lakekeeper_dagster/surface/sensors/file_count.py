@@ -35,6 +35,7 @@ from lakekeeper_dagster.surface.sensors.cursor import read_cursor, write_cursor
 from lakekeeper_dagster.surface.sensors.runs import (
     RETRIED,
     RETRY_WINDOW_SECONDS,
+    acted_on,
     failed_to_retry,
     last_outcomes,
     partition_order,
@@ -66,6 +67,7 @@ def _observations(records) -> list[Observed]:
                     bool(metadata[NEEDS_COMPACTION].value),
                     files_removed=max(files - target, 0),
                     bytes_rewritten=int(metadata["small_bytes"].value) if "small_bytes" in metadata else 0,
+                    recorded_at=record.timestamp,
                 )
             )
     return observed
@@ -197,40 +199,53 @@ def build_file_count_sensor(
             settled[name] = {
                 u for u, r in last_outcome.items() if r.status == dg.DagsterRunStatus.SUCCESS or TABLE_TAG in r.tags
             }
-        budget = thresholds.max_observations_per_tick
-        states = []
-        quiet = without_backlog(instance, [translator.asset_key(info) for info in by_name.values()])
-        for name, info in by_name.items():
-            if budget <= 0:
+        reads_left = thresholds.max_observations_per_tick
+        names = list(by_name)  # read in turn from where the last tick stopped
+        first = names.index(kept.next_table) if kept.next_table in by_name else 0
+        no_backlog = without_backlog(instance, [translator.asset_key(info) for info in by_name.values()])
+        read: list[tuple[str, list[Observed], int | None]] = []
+        next_table = None
+        for name in names[first:] + names[:first]:
+            if reads_left <= 0:
+                next_table = name
                 break
+            info = by_name[name]
             key = translator.asset_key(info)
-            if key in quiet and not pending.get(name):
+            if key in no_backlog and not pending.get(name):
                 continue  # the last observation run kept no unit needing compaction: no event-log read
             newest, to_read = _newest_to_read(instance, key, cursor.get(name))
             if newest is None and not pending.get(name):
                 continue
-            records = _new_observations(instance, key, cursor.get(name), budget) if to_read else []
-            budget -= len(records)
+            records = _new_observations(instance, key, cursor.get(name), reads_left) if to_read else []
+            reads_left -= len(records)
+            read.append((name, _observations(records), records[-1].storage_id if records else newest))
+        recorded = [o.recorded_at for _, observations, _ in read for o in observations]
+        acted = acted_on(instance, tables, translator, min(recorded)) if recorded else {}
+        states = []
+        for name, observations, read_up_to in read:
+            info = by_name[name]
             if name not in orders:
                 orders[name] = partition_order(instance, info, translator)
             states.append(
                 TableState(
                     table=name,
-                    observations=_observations(records),
+                    observations=observations,
                     partition_order=orders[name],
                     min_files=min_files[name],
                     in_flight=in_flight.get(name, set()),
                     backed_off=set(failures.get(name, {})),
-                    read_up_to=records[-1].storage_id if records else newest,
+                    read_up_to=read_up_to,
                     pending=pending.get(name, {}),
                     settled=settled.get(name, set()),
                     priority=settings.priority_for(info.database, info.name),
+                    acted_on=acted.get(name, {}),
                 )
             )
         hourly = thresholds.max_mb_per_hour * MB if thresholds.max_mb_per_hour else None
         spent = kept.spent(now)
-        budget = Budget(thresholds.max_runs_per_tick, thresholds.max_partitions_per_run, hourly, spent)
-        plan = plan_tick(states, cursor, budget)
+        plan = plan_tick(
+            states, cursor, Budget(thresholds.max_runs_per_tick, thresholds.max_partitions_per_run, hourly, spent)
+        )
         busy = {name: set(units) for name, units in in_flight.items()}
         for run in plan.runs:
             busy.setdefault(run.table, set()).update(run.partitions)
@@ -284,7 +299,7 @@ def build_file_count_sensor(
         }
         pending |= {state.table: plan.pending.get(state.table, {}) for state in states}
         requested = kept.requested + ([(now, plan.bytes_requested)] if plan.runs else [])
-        cursor_text = write_cursor(new_cursor, pending, requested, now)
+        cursor_text = write_cursor(new_cursor, pending, requested, now, next_table)
         if not requests:
             reason = "no new observation over the thresholds"
             if plan.over_bytes:

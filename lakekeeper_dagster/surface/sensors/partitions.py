@@ -13,20 +13,23 @@ file_count_sensor reads) is written only for a partition needing compaction.
 
 from __future__ import annotations
 
+import json
 from itertools import chain, zip_longest
 
 import dagster as dg
 
 from lakekeeper_dagster.config import LakekeeperConfig
+from lakekeeper_dagster.engine.errors import CatalogError
 from lakekeeper_dagster.engine.fs.listing import list_directories
-from lakekeeper_dagster.engine.hive.model import TableInfo, Unit
+from lakekeeper_dagster.engine.hive.catalog import current_location, partition_names
+from lakekeeper_dagster.engine.hive.model import TableInfo, Unit, partition_spec
 from lakekeeper_dagster.engine.ops.analyze import plan_listed
 from lakekeeper_dagster.engine.plan.units import UnitPlan
 from lakekeeper_dagster.surface.failures import engine_failures
 from lakekeeper_dagster.surface.metadata import STATE
 from lakekeeper_dagster.surface.observations import observation_metadata
 from lakekeeper_dagster.surface.partitions import partition_requests
-from lakekeeper_dagster.surface.tables import current_units
+from lakekeeper_dagster.surface.tables import current_table
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
@@ -35,6 +38,7 @@ INTERVAL_SECONDS = 120
 EXISTING = "existing"  # registered: data found in place, never compacted by lakekeeper
 UNCHANGED = "the Hive partitions are unchanged and every one holding data is registered"
 LISTINGS = 3  # directory listings (Spark jobs) a tick at most while looking for partitions holding data
+OFFSET = "offset"  # the sensor's cursor: where in the queue of unregistered partitions the next tick starts
 
 
 def registration(key: dg.AssetKey, plan: UnitPlan) -> list[dg.AssetMaterialization | dg.AssetObservation]:
@@ -53,22 +57,36 @@ def registration(key: dg.AssetKey, plan: UnitPlan) -> list[dg.AssetMaterializati
     return [materialization, dg.AssetObservation(asset_key=key, partition=plan.partition, metadata=metadata)]
 
 
-def in_turn(pending: dict[str, list[Unit]]) -> list[tuple[str, Unit]]:
+def in_turn(pending: dict[str, list[str | None]]) -> list[tuple[str, str | None]]:
     """Every table's unregistered units, newest (last in Hive's order) first, the tables taking turns."""
     rounds = zip_longest(*[[(name, u) for u in reversed(units)] for name, units in pending.items()])
     return [entry for entry in chain.from_iterable(rounds) if entry is not None]
 
 
 def _unregistered(
-    instance: dg.DagsterInstance, info: TableInfo, units: list[Unit], translator: HiveTableTranslator
-) -> list[Unit]:
-    """The units never materialized (not registered, never compacted, no compaction failed or running). The instance
-    has no status at all (None) for an asset it holds no event of yet."""
+    instance: dg.DagsterInstance, info: TableInfo, names: list[str | None], translator: HiveTableTranslator
+) -> list[str | None]:
+    """The units (partition names, None for an unpartitioned table) never materialized: not registered, never
+    compacted, no compaction failed or running. The instance has no status at all (None) for an asset it holds no
+    event of yet."""
     key = translator.asset_key(info)
     if not info.is_partitioned:
-        return [] if instance.get_latest_materialization_event(key) else units
-    statuses = instance.get_status_by_partition(key, [u.partition for u in units], translator.partitions_def(info))
-    return [u for u in units if (statuses or {}).get(u.partition) is None]
+        return [] if instance.get_latest_materialization_event(key) else names
+    statuses = instance.get_status_by_partition(key, names, translator.partitions_def(info))
+    return [name for name in names if (statuses or {}).get(name) is None]
+
+
+def _units(session, info: TableInfo, names: list[str | None]) -> list[Unit]:
+    """The units of these names as the metastore locates them now (one call a partition; a partition dropped since
+    its name was read is left out)."""
+    if not info.is_partitioned:
+        return [Unit(None, info.location)]
+    units = []
+    for name in names:
+        spec = partition_spec(name, info.partition_columns)
+        if (location := current_location(session, info, spec)) is not None:
+            units.append(Unit(spec, location))
+    return units
 
 
 def build_partitions_sensor(
@@ -76,9 +94,10 @@ def build_partitions_sensor(
 ) -> dg.SensorDefinition:
     """The code location's partition sensor: running by default, it writes only Dagster's own records.
 
-    It lists through the code server's own Spark session (the one that loaded the definitions, reused by
-    `getOrCreate`), kept between ticks: the resource would stop it after each evaluation, and starting another
-    every tick costs a SparkContext (on a cluster, an application).
+    It reads each table's partition names (not the partitions: one call a table), and the locations of the
+    partitions it registers (one call each). It lists through the code server's own Spark session (the one that
+    loaded the definitions, reused by `getOrCreate`), kept between ticks: the resource would stop it after each
+    evaluation, and starting another every tick costs a SparkContext (on a cluster, an application).
     """
     kept: dict[str, HiveSparkResource] = {}
 
@@ -87,33 +106,44 @@ def build_partitions_sensor(
         minimum_interval_seconds=INTERVAL_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Keeps each table's dynamic partitions equal to its Hive partitions (from the metastore) and "
-        "registers every partition holding data that Dagster has no materialization of yet, with a runless "
-        "materialization (lakekeeper/state: existing, needs_compaction and file figures in its metadata). Reads "
-        "the metastore and lists only unregistered partitions; never changes data.",
+        "registers the partitions holding data that Dagster has no materialization of yet, with a runless "
+        "materialization (lakekeeper/state: existing, needs_compaction and file figures in its metadata), at most "
+        "observation.max_registrations_per_tick a tick, newest first. Reads the metastore and lists only "
+        "unregistered partitions; never changes data.",
     )
     def hive_partitions_sensor(context: dg.SensorEvaluationContext, spark: HiveSparkResource) -> dg.SensorResult:
         instance = context.instance
         resource = kept.setdefault("spark", spark.model_copy(update={"stop_at_teardown": False}))
+        observed: list[TableInfo] = []  # as the metastore has them now
+        names: dict[str, list[str | None]] = {}  # their partition names (names only: one call a table)
         with engine_failures():
             session = resource.spark_session
-            units = current_units(session, tables, context.log.warning)
-        observed = [info for info in tables if info.qualified_name in units]
+            for info in tables:
+                try:
+                    now = current_table(session, info)
+                    names[info.qualified_name] = partition_names(session, now) if now.is_partitioned else [None]
+                except CatalogError as error:  # it does not stop the others
+                    context.log.warning(f"{info.qualified_name} skipped: {error}")
+                    continue
+                observed.append(now)
         requests: list = []
-        pending: dict[str, list[Unit]] = {}
+        pending: dict[str, list[str | None]] = {}
         for info in observed:
-            found = units[info.qualified_name]
+            found = names[info.qualified_name]
             if info.is_partitioned:
                 name = translator.partitions_def_name(info)
-                changes = partition_requests(name, instance.get_dynamic_partitions(name), [u.partition for u in found])
+                changes = partition_requests(name, instance.get_dynamic_partitions(name), found)
                 requests += changes
                 for change in changes:
                     verb = "adding" if isinstance(change, dg.AddDynamicPartitionsRequest) else "removing"
                     context.log.info(f"{info.qualified_name}: {verb} {len(change.partition_keys)} partition(s)")
             pending[info.qualified_name] = _unregistered(instance, info, found, translator)
-        events = _registrations(context, session, settings, observed, pending, translator)
+        offset = int(json.loads(context.cursor or "{}").get(OFFSET, 0))
+        events, offset = _registrations(context, session, settings, observed, pending, translator, offset)
+        cursor = json.dumps({OFFSET: offset}) if offset else None
         if not requests and not events:
-            return dg.SensorResult(skip_reason=UNCHANGED)
-        return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events)
+            return dg.SensorResult(skip_reason=UNCHANGED, cursor=cursor)
+        return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor)
 
     return hive_partitions_sensor
 
@@ -123,28 +153,35 @@ def _registrations(
     session,
     settings: LakekeeperConfig,
     observed: list[TableInfo],
-    pending: dict[str, list[Unit]],
+    pending: dict[str, list[str | None]],
     translator: HiveTableTranslator,
-) -> list[dg.AssetMaterialization | dg.AssetObservation]:
-    """The registrations of up to `max_registrations_per_tick` unregistered units holding data. Their directories are
-    listed a budget's worth at a time (an empty partition stays unregistered and takes no place in the budget), at
-    most LISTINGS times a tick."""
+    offset: int,
+) -> tuple[list[dg.AssetMaterialization | dg.AssetObservation], int]:
+    """The registrations of up to `max_registrations_per_tick` unregistered units holding data, and where the next
+    tick starts in the queue. Directories are listed a budget's worth at a time (an empty partition stays
+    unregistered and takes no place in the budget), at most LISTINGS times a tick, from `offset`: a tick that found
+    too many empty partitions to fill its budget lets the next one start past them (registered ones leave the
+    queue), and the queue starts over from the newest once a tick fills its budget or reaches the queue's end."""
     budget, thresholds = settings.observation.max_registrations_per_tick, settings.thresholds()
+    tables = {info.qualified_name: info for info in observed}
     queue, plans = in_turn(pending), {}
-    listed = 0
+    start = offset if offset < len(queue) else 0
+    listed = start
     for _ in range(LISTINGS):
         chunk = queue[listed : listed + budget - sum(len(p) for p in plans.values())]
         if not chunk:
             break
         listed += len(chunk)
-        with engine_failures():
-            what = f"register {len(chunk)} partition(s)"
-            listing = list_directories(session, [u.location for _, u in chunk], what, thresholds.min_file_bytes)
-        by_table: dict[str, list[Unit]] = {}
+        by_table: dict[str, list[str | None]] = {}
         for name, unit in chunk:
             by_table.setdefault(name, []).append(unit)
-        for name, units in by_table.items():
-            plans.setdefault(name, []).extend(p for p in plan_listed(units, listing, thresholds) if p.file_count)
+        with engine_failures():
+            units = {name: _units(session, tables[name], chosen) for name, chosen in by_table.items()}
+            what = f"register {len(chunk)} partition(s)"
+            locations = [u.location for table in units.values() for u in table]
+            listing = list_directories(session, locations, what, thresholds.min_file_bytes)
+        for name, table in units.items():
+            plans.setdefault(name, []).extend(p for p in plan_listed(table, listing, thresholds) if p.file_count)
     events: list = []
     for info in observed:
         chosen = sorted(plans.get(info.qualified_name, []), key=lambda p: p.partition or "")
@@ -155,9 +192,11 @@ def _registrations(
                 f"{info.qualified_name}: {len(chosen)} partition(s) holding data registered, "
                 f"{sum(p.needs_compaction for p in chosen)} of them need compaction"
             )
-    if listed < len(queue):
+    registered = sum(len(p) for p in plans.values())
+    if listed < len(queue) or start:
         context.log.info(
-            f"{len(queue) - listed} partition(s) not registered yet, on the next ticks "
-            f"(observation.max_registrations_per_tick: {budget})"
+            f"{len(queue) - registered} partition(s) not registered (empty, or left for the next ticks: "
+            f"observation.max_registrations_per_tick {budget})"
         )
-    return events
+    filled = registered >= budget or listed >= len(queue)
+    return events, 0 if filled else start + (listed - start - registered)

@@ -146,3 +146,29 @@ def retry_runs(
             retry = 1 + max(retry_count(units[u]) for u in chunk)
             runs.append((RunPlan(name, chunk, 0), f"{name}:{len(chunk)}:retry-{digest}", retry))
     return runs, deferred
+
+
+def acted_on(
+    instance: dg.DagsterInstance, tables: list[TableInfo], translator: HiveTableTranslator, since: float
+) -> dict[str, dict[str | None, float]]:
+    """Per table, when each unit's last run that settled it ended, among runs finished since `since`: a run that
+    succeeded (it compacted the unit, or found it needs none), or one the sensor requested that failed (its retries
+    request the unit again). An observation older than that is stale."""
+    records = instance.get_run_records(
+        dg.RunsFilter(
+            statuses=[dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE],
+            updated_after=datetime.fromtimestamp(since, tz=timezone.utc),
+        )
+    )
+    ends = {r.dagster_run.run_id: r.end_time or r.update_timestamp.timestamp() for r in records}
+    by_name = {t.qualified_name: t for t in tables}
+    acted: dict[str, dict[str | None, float]] = {}
+    for name, runs in runs_by_table([r.dagster_run for r in records], tables, translator).items():
+        info = by_name[name]
+        order = partition_order(instance, info, translator)
+        units = acted.setdefault(name, {})
+        for run in runs:
+            if run.status == dg.DagsterRunStatus.SUCCESS or TABLE_TAG in run.tags:
+                for unit in units_of_run(run, info, order, translator):
+                    units[unit] = max(units.get(unit, 0.0), ends[run.run_id])
+    return acted

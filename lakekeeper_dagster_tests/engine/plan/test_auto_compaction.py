@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lakekeeper_dagster.engine.plan.requests import Budget, Observed, TableState, plan_tick
@@ -141,17 +143,17 @@ def test_a_unit_larger_than_the_whole_budget_runs_alone_once_the_hour_is_empty()
     assert later.runs == [] and later.over_bytes == {"db.t": 1}
 
 
-def test_quiet_hours_end_when_their_window_does_also_past_midnight():
-    from datetime import datetime, timezone
+def test_an_observation_older_than_the_run_that_settled_its_unit_is_stale():
+    """Read again after the cursor moved back, an observation from before the unit's compaction is not requested."""
+    old, new = weighed(ORDER[0], 1, 40, 10), weighed(ORDER[1], 2, 40, 10)
+    old, new = replace(old, recorded_at=100.0), replace(new, recorded_at=300.0)
+    plan = plan_tick([state([old, new], acted_on={ORDER[0]: 200.0, ORDER[1]: 200.0})], cursor={}, budget=Budget(10, 10))
+    assert [r.partitions for r in plan.runs] == [(ORDER[1],)]
 
-    from lakekeeper_dagster.engine.plan.quiet_hours import parse_window, quiet_until
 
-    at = datetime(2026, 12, 7, 23, 30, tzinfo=timezone.utc)
-    assert quiet_until(at, ["22:00-06:00"]) == datetime(2026, 12, 8, 6, 0, tzinfo=timezone.utc)
-    assert quiet_until(at.replace(day=8, hour=5), ["22:00-06:00"]) == datetime(2026, 12, 8, 6, 0, tzinfo=timezone.utc)
-    assert quiet_until(at.replace(hour=6), ["22:00-06:00", "08:00-18:00"]) is None
-    assert quiet_until(at.replace(hour=8), ["08:00-18:00"]) == at.replace(hour=18, minute=0)
-    assert quiet_until(at.replace(hour=18, minute=0), ["08:00-18:00"]) is None
-    for bad in ("8:00-18:00", "08:00-24:00", "08:00-08:00", "08:00"):
-        with pytest.raises(ValueError, match="quiet hours"):
-            parse_window(bad)
+def test_a_unit_over_the_whole_budget_holds_every_other_request_until_the_hour_is_empty():
+    small, big = weighed(ORDER[0], 1, 40, 1), weighed(ORDER[1], 2, 90, 500)  # small ranks first
+    held = plan_tick([state([small, big])], cursor={}, budget=Budget(10, 10, 100 * MB, spent=1))
+    assert held.runs == [] and held.over_bytes == {"db.t": 2}
+    alone = plan_tick([state([small, big])], cursor={}, budget=Budget(10, 10, 100 * MB))
+    assert [r.partitions for r in alone.runs] == [(ORDER[1],)] and alone.over_bytes == {"db.t": 1}
