@@ -1,6 +1,6 @@
 """8. The Dagster surface at an estate: N tables x P hourly partitions, on a SQLite and a Postgres instance side by
 side: code-location load (code server; run worker), observation job (first run, run with nothing changed), events
-written, file_count_sensor tick, instance size.
+written, file_count_sensor tick, instance size; with `--ui`, the asset catalog and a Partitions tab in chromium.
 
     PYTHONPATH=. nice -n 15 .venv/bin/python -m benchmarks.estate --tables 500 --partitions 100
     PYTHONPATH=. nice -n 15 .venv/bin/python -m benchmarks.estate --tables 5 --partitions 20   # quick
@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks import harness
-from benchmarks.estate_data import DATABASE, Estate, EstateSpec, build_estate, cached_estate
+from benchmarks.estate_data import DATABASE, PARTITION_COLUMN, Estate, EstateSpec, build_estate, cached_estate
 from benchmarks.estate_services import (
     Service,
     instance_bytes,
@@ -31,6 +31,7 @@ from benchmarks.estate_services import (
     start_code_server,
     start_webserver,
 )
+from benchmarks.ui_pages import page_times
 
 REPO = harness.REPO
 MODULE = "lakekeeper_dagster.definitions"
@@ -130,6 +131,9 @@ def measure_backend(backend: str, estate: Estate, metastore_uri: str, work: Path
                 )
         harness.log(f"[{backend}] sensor ticks")
         figures["sensor"] = sensor_ticks(env, home, args)
+        if args.ui:
+            harness.log(f"[{backend}] the UI's pages in chromium")
+            figures["ui"] = page_times(port, DATABASE, estate.spec.table_names(), PARTITION_COLUMN)
     finally:
         for service in reversed(services):
             service.stop()
@@ -180,6 +184,10 @@ ROWS = [
     ("sensor ticks (s)", ("sensor", "ticks", "seconds")),
     ("sensor run requests", ("sensor", "ticks", "run_requests")),
     ("instance at the end (bytes)", "instance_bytes"),
+    ("UI: asset catalog, first table shown (s)", ("ui", "catalog", "shown_s")),
+    ("UI: asset catalog, network idle (s)", ("ui", "catalog", "idle_s")),
+    ("UI: Partitions tab, a partition shown (s)", ("ui", "partitions_tab", "shown_s")),
+    ("UI: Partitions tab, network idle (s)", ("ui", "partitions_tab", "idle_s")),
 ]  # fmt: skip
 
 
@@ -216,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--module", default=MODULE, help="the code location's module")
     parser.add_argument("--build-only", action="store_true", help="build (or find) the estate and stop")
+    parser.add_argument("--ui", action="store_true", help="time the asset catalog and a Partitions tab in chromium")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds for a load or a run at most")
     parser.add_argument("--data-dir", type=Path, default=harness.BENCH_HOME / "data", help="where estates are kept")
     parser.add_argument("--work-dir", type=Path, default=None, help="the instances (default: a temp dir)")
