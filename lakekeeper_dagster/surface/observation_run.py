@@ -153,7 +153,8 @@ class ObservationRun:
         fail_point("observations_recorded")
         self.overlapped = self.overlapped or overlapping_runs(instance, self.context.run_id)
         if not self.overlapped:
-            keep_observed_snapshot(instance, key, now)
+            if now != before or read.full:  # unchanged: the kept snapshot and backlog are already these
+                keep_observed_snapshot(instance, key, now)
             if read.full:
                 keep_full_read(instance, key, read_at, self.fingerprint)
         self.units += len(read.units)
