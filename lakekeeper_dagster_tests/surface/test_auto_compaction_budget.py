@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 
 from lakekeeper_dagster.surface.observations import OBSERVE_JOB, keep_observed_snapshot, read_observed_snapshot
+from lakekeeper_dagster.surface.sensors.file_count import execute_request
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.surface.test_observations import (
     DAYS,
@@ -118,3 +119,20 @@ def test_ticks_read_the_tables_in_turn_from_where_the_last_one_stopped(spark, me
         assert json.loads(first.cursor)["next_table"] == f"{database}.ev2"
         second = tick(defs, instance, first.cursor)
         assert {tuple(r.asset_selection) for r in second.run_requests} == {(asset_key(database, "ev2"),)}
+
+
+def test_an_observation_read_again_after_its_unit_was_compacted_is_not_requested_again(
+    spark, metastore, database, tables
+):
+    """The budget leaves the partition observed first and requests the one observed later, so the next tick reads
+    both observations again: the compacted one is not requested again (its run started after its observation)."""
+    write_files(spark, f"file:{tables / 'ev' / NAMES[2]}", 3000, 10, 6, "parquet")  # 13 files: it ranks first
+    defs = definitions(spark, metastore, database, max_runs_per_tick=1, max_partitions_per_run=1)
+    with dg.instance_for_test() as instance:
+        run_observation(defs, instance)
+        first = tick(defs, instance)
+        (request,) = first.run_requests
+        assert request.partition_key == NAMES[2]
+        assert execute_request(defs, instance, request).success
+        second = tick(defs, instance, first.cursor)
+        assert [r.partition_key for r in second.run_requests] == [NAMES[0]]

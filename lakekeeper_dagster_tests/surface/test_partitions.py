@@ -203,3 +203,9 @@ def test_partitions_holding_data_behind_many_empty_ones_are_registered(spark, me
         for n in range(6):
             tick(workspace, now + n * (INTERVAL_SECONDS + 1))
         assert statuses(workspace, key) == {**dict.fromkeys(names[3:]), **dict.fromkeys(names[:3], MATERIALIZED)}
+        newest = {"date": "2024-05-11"}  # data arriving in a new partition after the ticks went past the empty ones
+        spark.sql(f"ALTER TABLE {database}.ahead ADD {partition_clause(newest)}")
+        write_files(spark, f"file:{data_dir / 'ahead' / 'date=2024-05-11'}", 900, 10, 1, "parquet")
+        for n in range(6, 8):
+            tick(workspace, now + n * (INTERVAL_SECONDS + 1))
+        assert statuses(workspace, key)["date=2024-05-11"] == MATERIALIZED

@@ -14,8 +14,9 @@ itself moves past its observation, so a long-running backfill does not make ever
 Ranking and budget: the candidates of every table read this tick are ranked by benefit for cost (`Observed.score`:
 files removed per GB rewritten, times the table's priority) and taken best first while the tick's budget lasts (runs
 a tick, bytes an hour); what the budget leaves waits for a later tick, its table's cursor moved back to it. An
-observation read again that way, or any observation older than the end of a run that compacted its unit (or of the
-sensor's own failed run of it, which the retries handle), is stale: it is not a candidate.
+observation stored before a run that settled its unit started (a run that succeeded over it, or the sensor's own
+run of it that failed, which the retries handle) is stale: it is not a candidate (the event log's storage ids order
+the two, not clocks). A unit larger than the whole hourly budget is requested in an hour with no other request.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Observed:
     needs_compaction: bool
     files_removed: int = 0  # the files the compaction would remove (its files less its target)
     bytes_rewritten: int = 0  # what it would rewrite (its small files' bytes)
-    recorded_at: float = 0.0  # when the observation was stored (0: unknown, a unit kept pending)
+    recorded_at: float = 0.0  # when the observation was stored (0: unknown): bounds the sensor's read of runs
 
     def score(self, priority: float = 1.0) -> float:
         """Benefit for cost: files removed per GB rewritten, times the table's priority."""
@@ -57,15 +58,15 @@ class TableState:
     pending: dict[str | None, Observed] = field(default_factory=dict)  # units skipped earlier -> their observation
     settled: set[str | None] = field(default_factory=set)  # pending units a finished run compacted or retries
     priority: float = 1.0  # multiplies the score of the table's units
-    acted_on: dict[str | None, float] = field(default_factory=dict)  # unit -> end of its last run that settled it
+    acted_on: dict[str | None, int] = field(default_factory=dict)  # unit -> its last settling run's start (storage id)
 
 
 @dataclass(frozen=True)
 class Budget:
     """What one tick may request: runs, units a run, and bytes to rewrite (None: no limit). `spent` is what was
     requested within the hour before this tick, counted against `bytes_per_hour`; a unit larger than the whole
-    hourly budget holds every other request back until nothing was requested within the hour, then is requested
-    alone (the best-ranked such unit first)."""
+    hourly budget is requested alone, when nothing was requested within the hour (under a steady load of smaller
+    requests it waits: raise the budget above the largest units)."""
 
     max_runs: int
     max_partitions_per_run: int
@@ -103,16 +104,6 @@ def latest_per_unit(observations: list[Observed]) -> dict[str | None, Observed]:
     return latest
 
 
-def _over_bytes(
-    state: TableState, observed: Observed, spent: int, hourly: int | None, oversized: list[tuple[TableState, Observed]]
-) -> bool:
-    """Whether the hourly byte budget holds the unit back: it would exceed it, or a unit over the whole budget is
-    waiting (everything waits for an hour with no request, then that unit, the best-ranked such, goes alone)."""
-    if oversized:
-        return bool(spent) or (state, observed) != oversized[0]
-    return hourly is not None and spent + observed.bytes_rewritten > hourly
-
-
 def plan_tick(states: list[TableState], cursor: dict[str, int], budget: Budget) -> TickPlan:
     """The runs to request this tick within `budget`, the best-ranked units first.
 
@@ -139,8 +130,8 @@ def plan_tick(states: list[TableState], cursor: dict[str, int], budget: Budget) 
         for unit, observed in latest.items():
             if not observed.needs_compaction or observed.file_count < state.min_files:
                 continue
-            if observed.recorded_at and observed.recorded_at < state.acted_on.get(unit, 0.0):
-                continue  # stale: a run compacted the unit since (or the retries have it)
+            if observed.storage_id < state.acted_on.get(unit, 0):
+                continue  # stale: a run started on the unit since (it compacted it, or the retries have it)
             if unit in state.in_flight:
                 plan.in_flight.setdefault(state.table, []).append(unit)
                 plan.pending.setdefault(state.table, {})[unit] = observed
@@ -156,14 +147,13 @@ def plan_tick(states: list[TableState], cursor: dict[str, int], budget: Budget) 
     left: dict[str, list[Observed]] = {}
     runs = 0
     hourly = budget.bytes_per_hour
-    oversized = [c for c in candidates if hourly is not None and c[1].bytes_rewritten > hourly]
     for state, observed in candidates:
         table = taken.setdefault(state.table, [])
         opens_run = len(table) % budget.max_partitions_per_run == 0
         spent = budget.spent + plan.bytes_requested
         if opens_run and runs >= budget.max_runs:
             plan.deferred[state.table] = plan.deferred.get(state.table, 0) + 1
-        elif _over_bytes(state, observed, spent, hourly, oversized):
+        elif hourly is not None and spent + observed.bytes_rewritten > hourly and (spent or any(taken.values())):
             plan.over_bytes[state.table] = plan.over_bytes.get(state.table, 0) + 1
         else:
             table.append(observed)

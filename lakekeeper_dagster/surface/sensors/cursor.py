@@ -2,10 +2,10 @@
 
 Keys: `<db.table>` -> the newest observation storage id read; `min_files:<db.table>` -> the min_files it was read
 with; `retried:<run id>` -> the end of a failed run whose units were requested again; `pending:<db.table>` -> the
-units skipped while in flight or backing off, each [unit, storage id, files, files removed, bytes] (a cursor written
-before the figures were kept holds [unit, storage id]: its units rank last); `requested` -> [[time, bytes], ...],
-what the sensor's requests would rewrite, within the last hour (the byte budget); `next_table` -> the table the next
-tick reads first, when this one stopped at its read budget (so every table is read in turn).
+units skipped while in flight or backing off, each [unit, storage id, files, files removed, bytes, recorded at] (a
+cursor written before the figures were kept holds [unit, storage id]: its units rank last); `requested` -> [[time,
+bytes], ...], what the sensor's requests would rewrite, within the last hour (the byte budget); `next_table` -> the
+table the next tick reads first, when this one stopped at its read budget (so every table is read in turn).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class SensorCursor:
 
 def _observed(entry: list, min_files: int) -> Observed:
     unit, storage_id, *figures = entry
-    files, removed, size = figures or (min_files, 0, 0)
-    return Observed(unit, storage_id, files, True, files_removed=removed, bytes_rewritten=size)
+    files, removed, size, recorded_at = (figures + [0.0])[:4] if figures else (min_files, 0, 0, 0.0)
+    return Observed(unit, storage_id, files, True, files_removed=removed, bytes_rewritten=size, recorded_at=recorded_at)
 
 
 def read_cursor(text: str | None, min_files: dict[str, int]) -> SensorCursor:
@@ -71,7 +71,10 @@ def write_cursor(
         kept[NEXT_TABLE] = next_table
     for table, units in pending.items():
         if units:
-            entries = [[u, o.storage_id, o.file_count, o.files_removed, o.bytes_rewritten] for u, o in units.items()]
+            entries = [
+                [u, o.storage_id, o.file_count, o.files_removed, o.bytes_rewritten, o.recorded_at]
+                for u, o in units.items()
+            ]
             kept[PENDING + table] = sorted(entries, key=str)
     recent = [[at, size] for at, size in requested if at > now - HOUR]
     if recent:

@@ -49,6 +49,7 @@ SENSOR_NAME = "file_count_sensor"
 EXAMPLES = 5
 FETCH_PAGE = 10_000  # the most records the event log returns at once
 MB = 1024**2
+SKEW_SECONDS = 3600  # the runs read for staleness start this much before the oldest candidate's observation
 MIN_FILES = "min_files:"  # a cursor key: + a table: the min_files its cursor was read with
 
 
@@ -219,13 +220,19 @@ def build_file_count_sensor(
             records = _new_observations(instance, key, cursor.get(name), reads_left) if to_read else []
             reads_left -= len(records)
             read.append((name, _observations(records), records[-1].storage_id if records else newest))
-        recorded = [o.recorded_at for _, observations, _ in read for o in observations]
-        acted = acted_on(instance, tables, translator, min(recorded)) if recorded else {}
+        wanting = {}  # the tables with candidates, and when their oldest candidate was observed
+        for name, observations, _ in read:
+            kept_pending = list(pending.get(name, {}).values())
+            for o in observations + kept_pending:
+                if o.needs_compaction and o.file_count >= min_files[name] and o.recorded_at:
+                    wanting[name] = min(wanting.get(name, o.recorded_at), o.recorded_at)
+            if name not in orders:
+                orders[name] = partition_order(instance, by_name[name], translator)
+        since = max(min(wanting.values(), default=now) - SKEW_SECONDS, now - RETRY_WINDOW_SECONDS)
+        acted = acted_on(instance, [by_name[n] for n in wanting], translator, since, orders) if wanting else {}
         states = []
         for name, observations, read_up_to in read:
             info = by_name[name]
-            if name not in orders:
-                orders[name] = partition_order(instance, info, translator)
             states.append(
                 TableState(
                     table=name,

@@ -95,9 +95,9 @@ def build_partitions_sensor(
     """The code location's partition sensor: running by default, it writes only Dagster's own records.
 
     It reads each table's partition names (not the partitions: one call a table), and the locations of the
-    partitions it registers (one call each). It lists through the code server's own Spark session (the one that
-    loaded the definitions, reused by `getOrCreate`), kept between ticks: the resource would stop it after each
-    evaluation, and starting another every tick costs a SparkContext (on a cluster, an application).
+    partitions it lists to register them (one call each). It lists through the code server's own Spark session (the
+    one that loaded the definitions, reused by `getOrCreate`), kept between ticks: the resource would stop it after
+    each evaluation, and starting another every tick costs a SparkContext (on a cluster, an application).
     """
     kept: dict[str, HiveSparkResource] = {}
 
@@ -140,7 +140,7 @@ def build_partitions_sensor(
             pending[info.qualified_name] = _unregistered(instance, info, found, translator)
         offset = int(json.loads(context.cursor or "{}").get(OFFSET, 0))
         events, offset = _registrations(context, session, settings, observed, pending, translator, offset)
-        cursor = json.dumps({OFFSET: offset}) if offset else None
+        cursor = json.dumps({OFFSET: offset})  # always: Dagster keeps the previous cursor when a tick gives none
         if not requests and not events:
             return dg.SensorResult(skip_reason=UNCHANGED, cursor=cursor)
         return dg.SensorResult(dynamic_partitions_requests=requests, asset_events=events, cursor=cursor)

@@ -149,26 +149,32 @@ def retry_runs(
 
 
 def acted_on(
-    instance: dg.DagsterInstance, tables: list[TableInfo], translator: HiveTableTranslator, since: float
-) -> dict[str, dict[str | None, float]]:
-    """Per table, when each unit's last run that settled it ended, among runs finished since `since`: a run that
-    succeeded (it compacted the unit, or found it needs none), or one the sensor requested that failed (its retries
-    request the unit again). An observation older than that is stale."""
+    instance: dg.DagsterInstance,
+    tables: list[TableInfo],
+    translator: HiveTableTranslator,
+    since: float,
+    orders: dict[str, list[str]],
+) -> dict[str, dict[str | None, int]]:
+    """Per table (of `tables`), the storage id of the start of each unit's last run that settled it, among runs
+    finished since `since`: a run that succeeded over the unit, or one the sensor requested that failed (its retries
+    request the unit again). An observation stored before that is stale. One event-log read a run."""
     records = instance.get_run_records(
         dg.RunsFilter(
             statuses=[dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE],
             updated_after=datetime.fromtimestamp(since, tz=timezone.utc),
         )
     )
-    ends = {r.dagster_run.run_id: r.end_time or r.update_timestamp.timestamp() for r in records}
     by_name = {t.qualified_name: t for t in tables}
-    acted: dict[str, dict[str | None, float]] = {}
+    acted: dict[str, dict[str | None, int]] = {}
     for name, runs in runs_by_table([r.dagster_run for r in records], tables, translator).items():
         info = by_name[name]
-        order = partition_order(instance, info, translator)
         units = acted.setdefault(name, {})
         for run in runs:
-            if run.status == dg.DagsterRunStatus.SUCCESS or TABLE_TAG in run.tags:
-                for unit in units_of_run(run, info, order, translator):
-                    units[unit] = max(units.get(unit, 0.0), ends[run.run_id])
+            if run.status != dg.DagsterRunStatus.SUCCESS and TABLE_TAG not in run.tags:
+                continue
+            started = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_START, limit=1)
+            if not started.records:
+                continue
+            for unit in units_of_run(run, info, orders[name], translator):
+                units[unit] = max(units.get(unit, 0), started.records[0].storage_id)
     return acted

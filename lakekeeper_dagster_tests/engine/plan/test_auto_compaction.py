@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from lakekeeper_dagster.engine.plan.requests import Budget, Observed, TableState, plan_tick
@@ -143,17 +141,16 @@ def test_a_unit_larger_than_the_whole_budget_runs_alone_once_the_hour_is_empty()
     assert later.runs == [] and later.over_bytes == {"db.t": 1}
 
 
-def test_an_observation_older_than_the_run_that_settled_its_unit_is_stale():
-    """Read again after the cursor moved back, an observation from before the unit's compaction is not requested."""
-    old, new = weighed(ORDER[0], 1, 40, 10), weighed(ORDER[1], 2, 40, 10)
-    old, new = replace(old, recorded_at=100.0), replace(new, recorded_at=300.0)
-    plan = plan_tick([state([old, new], acted_on={ORDER[0]: 200.0, ORDER[1]: 200.0})], cursor={}, budget=Budget(10, 10))
+def test_an_observation_stored_before_the_run_that_settled_its_unit_started_is_stale():
+    """Read again after the cursor moved back, or kept pending, an observation from before the start of the unit's
+    last settling run (storage ids, not clocks) is not requested."""
+    old, new, kept = weighed(ORDER[0], 1, 40, 10), weighed(ORDER[1], 7, 40, 10), weighed(ORDER[2], 2, 40, 10)
+    acted = {ORDER[0]: 5, ORDER[1]: 5, ORDER[2]: 5}
+    plan = plan_tick([state([old, new], pending={ORDER[2]: kept}, acted_on=acted)], cursor={}, budget=Budget(10, 10))
     assert [r.partitions for r in plan.runs] == [(ORDER[1],)]
 
 
-def test_a_unit_over_the_whole_budget_holds_every_other_request_until_the_hour_is_empty():
+def test_a_unit_over_the_whole_budget_waits_for_an_hour_it_is_first_in():
     small, big = weighed(ORDER[0], 1, 40, 1), weighed(ORDER[1], 2, 90, 500)  # small ranks first
-    held = plan_tick([state([small, big])], cursor={}, budget=Budget(10, 10, 100 * MB, spent=1))
-    assert held.runs == [] and held.over_bytes == {"db.t": 2}
-    alone = plan_tick([state([small, big])], cursor={}, budget=Budget(10, 10, 100 * MB))
-    assert [r.partitions for r in alone.runs] == [(ORDER[1],)] and alone.over_bytes == {"db.t": 1}
+    plan = plan_tick([state([small, big])], cursor={}, budget=Budget(10, 10, 100 * MB))
+    assert [r.partitions for r in plan.runs] == [(ORDER[0],)] and plan.over_bytes == {"db.t": 1}
