@@ -67,8 +67,8 @@ class SensorThresholds(StrictModel):
         ge=1,
         examples=[51200],
         description="Megabytes of small files the sensor's requests may rewrite within any hour (the best-ranked "
-        "partitions first; retries of failed runs are not counted); none: no limit. While a partition larger than "
-        "the whole budget waits, nothing else is requested until an hour passes with no request; then it goes alone.",
+        "partitions first; retries of failed runs are not counted); none: no limit. A partition larger than the whole "
+        "budget is requested alone, in an hour with no other request: set the budget above the largest ones.",
     )
     quiet_hours: list[str] = Field(
         default_factory=list,
