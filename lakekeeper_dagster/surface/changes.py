@@ -90,7 +90,7 @@ def read_units(spark, info: TableInfo, snapshot: dict[str, list], full: bool) ->
             location = kept[LOCATION] if len(kept) > LOCATION else default_location(info, name)
         elif (location := current_location(spark, info, spec)) is None:
             continue  # dropped since the names were read
-        units.append(Unit(spec, location))
+        units.append(Unit.named(name, spec, location))
     return TableRead(info, units, full)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from lakekeeper_dagster.engine.errors import ConfigError
 
@@ -11,6 +12,7 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Hive's FileUtils.escapePathName escapes these characters (and control characters) as %XX.
 _HIVE_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^")
+_ESCAPED_CHARACTER = re.compile("[\x00-\x1f" + re.escape("".join(sorted(_HIVE_ESCAPED))) + "]")
 
 FORMATS_BY_SERDE = {
     "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe": "parquet",
@@ -31,6 +33,8 @@ def escape_partition_value(value: str | None) -> str:
     """Escape one partition value as Hive does in directory and partition names."""
     if value is None or value == "":
         return HIVE_DEFAULT_PARTITION
+    if not _ESCAPED_CHARACTER.search(value):  # most values: nothing to escape (a Python loop a character costs)
+        return value
     return "".join(f"%{ord(c):02X}" if (ord(c) < 0x20 or c in _HIVE_ESCAPED) else c for c in value)
 
 
@@ -40,7 +44,7 @@ def partition_name(spec: dict[str, str | None]) -> str:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text) if "%" in text else text
 
 
 def partition_spec(name: str, columns: tuple[str, ...]) -> dict[str, str | None]:
@@ -132,10 +136,18 @@ class Unit:
     spec: dict[str, str | None] | None
     location: str
 
-    @property
+    @cached_property
     def partition(self) -> str | None:
-        """The Hive partition name (`date=2024-01-01/ref=FR`), or None for a whole table."""
+        """The Hive partition name (`date=2024-01-01/ref=FR`), or None for a whole table (made once a unit)."""
         return partition_name(self.spec) if self.spec else None
+
+    @classmethod
+    def named(cls, name: str, spec: dict[str, str | None], location: str) -> Unit:
+        """The unit of a partition whose Hive name is known (`partition_spec(name)` gave `spec`): its name is not
+        made again (an estate's names-only read has millions)."""
+        unit = cls(spec, location)
+        unit.__dict__["partition"] = name  # `partition`'s cached value (a cached_property keeps it there)
+        return unit
 
 
 @dataclass(frozen=True)
