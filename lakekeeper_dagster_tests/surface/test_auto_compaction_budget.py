@@ -9,35 +9,21 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import dagster as dg
-import pytest
 
-from lakekeeper_dagster.surface.observations import OBSERVE_JOB, keep_observed_snapshot, read_observed_snapshot
+from lakekeeper_dagster.surface.observations import keep_observed_snapshot, read_observed_snapshot
 from lakekeeper_dagster.surface.sensors.file_count import execute_request
 from lakekeeper_dagster_tests.surface.identity import asset_key
 from lakekeeper_dagster_tests.surface.test_observations import (
     DAYS,
     NAMES,
     definitions,
-    make_observed_tables,
-    observations_of,
+    observe,
     run_observation,
     tick,
 )
 from lakekeeper_dagster_tests.tables import data_files, make_table, write_files
 
 MB = 1024**2
-
-
-@pytest.fixture
-def tables(spark, database, data_dir):
-    return make_observed_tables(spark, database, data_dir)
-
-
-def observe(defs, instance) -> tuple[dict, dict]:
-    """One observation run's unit observations and summaries."""
-    result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance)
-    assert result.success
-    return observations_of(result), observations_of(result, summaries=True)
 
 
 def test_first_sight_records_the_units_needing_compaction_and_each_tables_health(spark, metastore, database, tables):
@@ -48,7 +34,7 @@ def test_first_sight_records_the_units_needing_compaction_and_each_tables_health
     write_files(spark, f"file:{tables / 'mixed' / NAMES[1]}", 7000, 10, 3, "parquet")  # 4 files: needs compaction
     defs = definitions(spark, metastore, database)
     with dg.instance_for_test() as instance:
-        units, summaries = observe(defs, instance)
+        units, summaries, _ = observe(defs, instance)
         assert sorted(p for t, p in units if t == "mixed") == [NAMES[1]]
         summary = summaries[("mixed", None)]
         assert (summary["partitions"], summary["files"], summary["backlog"]) == (4, 7, 1)
@@ -57,7 +43,7 @@ def test_first_sight_records_the_units_needing_compaction_and_each_tables_health
         assert summary["oldest_backlog_hours"] == 0.0  # began to need it in this very run
 
         write_files(spark, f"file:{tables / 'mixed' / NAMES[3]}", 8000, 10, 1, "parquet")
-        units, _ = observe(defs, instance)
+        units, _, _ = observe(defs, instance)
         assert sorted(units) == [("mixed", NAMES[3])] and units[("mixed", NAMES[3])]["file_count"] == 2
 
         # NAMES[1] began to need compaction two hours ago (its snapshot entry says since when): the summary says so
@@ -65,7 +51,7 @@ def test_first_sight_records_the_units_needing_compaction_and_each_tables_health
         snapshot = read_observed_snapshot(instance, key)
         snapshot[NAMES[1]][4] -= 7200
         keep_observed_snapshot(instance, key, snapshot)
-        units, summaries = observe(defs, instance)
+        units, summaries, _ = observe(defs, instance)
         assert units == {} and 2.0 <= summaries[("mixed", None)]["oldest_backlog_hours"] < 2.1
         assert read_observed_snapshot(instance, key)[NAMES[1]][4] == snapshot[NAMES[1]][4]
 

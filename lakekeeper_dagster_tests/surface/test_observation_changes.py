@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 import dagster as dg
-import pytest
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.fs.dirtimes import directory_times
@@ -22,25 +21,12 @@ from lakekeeper_dagster_tests.surface.test_observations import (
     DAYS,
     NAMES,
     definitions,
-    make_observed_tables,
     observations_of,
+    observe,
 )
 from lakekeeper_dagster_tests.tables import data_files, set_back, write_files
 
 HOUR = 3600
-
-
-@pytest.fixture
-def tables(spark, database, data_dir):
-    return make_observed_tables(spark, database, data_dir)
-
-
-def observe(defs, instance) -> tuple[dict, str]:
-    """A run's unit observations and its closing line (units, listed, read in full, phases)."""
-    result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance)
-    assert result.success
-    lines = [e.user_message for e in instance.all_logs(result.run_id) if " table(s) read in full: " in e.user_message]
-    return observations_of(result), lines[0].split(":")[0]
 
 
 def summary(defs, instance, table: str) -> dict:
@@ -52,16 +38,16 @@ def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(s
     defs = definitions(spark, metastore, database)
     ev = tables / "ev"
     with dg.instance_for_test() as instance:
-        assert observe(defs, instance)[1] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
+        assert observe(defs, instance)[2] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
         # every directory was written just now: its time is not trusted, it is listed again
-        assert observe(defs, instance) == ({}, "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full")
+        assert observe(defs, instance)[::2] == ({}, "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full")
         set_back(*(ev / p for p in NAMES), tables / "flat")
-        assert observe(defs, instance)[1] == "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full"
-        assert observe(defs, instance) == ({}, "5 unit(s) of 2 table(s), 0 listed, 0 table(s) read in full")
+        assert observe(defs, instance)[2] == "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full"
+        assert observe(defs, instance)[::2] == ({}, "5 unit(s) of 2 table(s), 0 listed, 0 table(s) read in full")
 
         write_files(spark, f"file:{ev / NAMES[1]}", 2000, 10, 1, "parquet")  # a file added
         data_files(ev / NAMES[2])[0].unlink()  # a file removed
-        observed, line = observe(defs, instance)
+        observed, _, line = observe(defs, instance)
         assert sorted(observed) == [("ev", NAMES[1]), ("ev", NAMES[2])]
         assert line == "5 unit(s) of 2 table(s), 2 listed, 0 table(s) read in full"
         assert (observed[("ev", NAMES[1])]["file_count"], observed[("ev", NAMES[2])]["file_count"]) == (4, 6)
@@ -70,7 +56,7 @@ def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(s
         spark.sql(f"ALTER TABLE {database}.ev ADD {partition_clause(new)}")
         write_files(spark, f"file:{ev / 'date=2024-02-05'}", 3000, 10, 2, "parquet")
         spark.sql(f"ALTER TABLE {database}.ev DROP {partition_clause(DAYS[3])}")
-        observed, _ = observe(defs, instance)
+        observed, _, _ = observe(defs, instance)
         assert sorted(observed) == [("ev", "date=2024-02-05")]
         names = [*NAMES[:3], "date=2024-02-05"]
         assert instance.get_dynamic_partitions(partitions_def_name(database, "ev")) == names
@@ -100,7 +86,7 @@ def test_what_the_times_cannot_show_is_seen_at_the_tables_full_read(spark, metas
         assert observe(defs, instance)[0] == {}  # neither is seen by name and directory time
 
         instance.run_storage.set_cursor_values({FULL_READ_KEY + key.to_user_string(): "0"})  # its slot came
-        observed, line = observe(defs, instance)
+        observed, _, line = observe(defs, instance)
         assert line == "5 unit(s) of 2 table(s), 4 listed, 1 table(s) read in full"
         assert sorted(observed) == [("ev", NAMES[1]), ("ev", NAMES[3])]
         assert observed[("ev", NAMES[1])]["total_bytes"] == sum(f.stat().st_size for f in data_files(ev / NAMES[1]))
@@ -117,15 +103,15 @@ def test_tables_are_read_in_full_under_other_planning_thresholds(spark, metastor
         observe(definitions(spark, metastore, database), instance)
         set_back(*(tables / "ev" / p for p in NAMES), tables / "flat")
         observe(definitions(spark, metastore, database), instance)
-        assert observe(definitions(spark, metastore, database), instance)[1].endswith(
+        assert observe(definitions(spark, metastore, database), instance)[2].endswith(
             ", 0 listed, 0 table(s) read in full"
         )
         config = parse_config(
             {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "block_size_mb": 1}, "t"
         )
         other = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
-        assert observe(other, instance)[1] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
-        assert observe(other, instance)[1].endswith(", 0 listed, 0 table(s) read in full")
+        assert observe(other, instance)[2] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
+        assert observe(other, instance)[2].endswith(", 0 listed, 0 table(s) read in full")
 
 
 def test_full_reads_are_spread_over_their_period_each_table_once(tmp_path):

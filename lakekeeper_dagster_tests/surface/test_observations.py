@@ -33,11 +33,6 @@ def make_observed_tables(spark, database: str, data_dir):
     return data_dir
 
 
-@pytest.fixture
-def tables(spark, database, data_dir):
-    return make_observed_tables(spark, database, data_dir)
-
-
 def definitions(spark, metastore, database, **settings):
     config = parse_config(
         {
@@ -61,6 +56,15 @@ def observations_of(result: dg.ExecuteInProcessResult, summaries: bool = False) 
             if (metadata.get("lakekeeper/kind") == "summary") == summaries:
                 found[(observation.asset_key.path[-1], observation.partition)] = metadata
     return found
+
+
+def observe(defs, instance) -> tuple[dict, dict, str]:
+    """One observation run's unit observations, its summaries, and its closing line's counts (units, directories
+    listed, tables read in full)."""
+    result = defs.get_job_def(OBSERVE_JOB).execute_in_process(instance=instance)
+    assert result.success
+    lines = [e.user_message for e in instance.all_logs(result.run_id) if " table(s) read in full: " in e.user_message]
+    return observations_of(result), observations_of(result, summaries=True), lines[0].split(":")[0]
 
 
 def run_observation(defs, instance, summaries: bool = False) -> dict:

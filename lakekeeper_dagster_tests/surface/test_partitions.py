@@ -160,6 +160,13 @@ def test_partitions_appear_registered_and_compaction_shows(spark, metastore, dat
         assert latest(instance, key, NAMES[2]).asset_materialization.metadata["file_count"].value == 2
 
 
+def registering(spark, metastore, database: str, budget: int) -> dg.Definitions:
+    """The code location over the database with `observation.max_registrations_per_tick` = budget."""
+    settings = {"observation": {"max_registrations_per_tick": budget}}
+    config = parse_config({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, **settings}, "t")
+    return build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+
+
 def test_registration_goes_newest_first_within_its_budget_a_tick(spark, metastore, database, data_dir):
     """At most `observation.max_registrations_per_tick` partitions holding data registered a tick, newest first; an
     empty partition takes no place in the budget; only a partition needing compaction gets an observation."""
@@ -169,9 +176,7 @@ def test_registration_goes_newest_first_within_its_budget_a_tick(spark, metastor
     write_files(spark, f"file:{data_dir / 'wide' / names[1]}", 700, 10, 3, "parquet")  # 4 files: needs compaction
     spark.sql(f"ALTER TABLE {database}.wide ADD {partition_clause(days[4])}")  # the newest, empty
     spark.sql(f"REFRESH TABLE {database}.wide")
-    settings = {"observation": {"max_registrations_per_tick": 2}}
-    config = parse_config({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, **settings}, "t")
-    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    defs = registering(spark, metastore, database, 2)
     key = asset_key(database, "wide")
     now = float(int(time.time()))
     with dg.instance_for_test() as instance, daemon_workspace(instance, defs) as workspace:
@@ -194,9 +199,7 @@ def test_partitions_holding_data_behind_many_empty_ones_are_registered(spark, me
     for spec in days[3:]:  # seven newer partitions, created ahead of their data
         spark.sql(f"ALTER TABLE {database}.ahead ADD {partition_clause(spec)}")
     spark.sql(f"REFRESH TABLE {database}.ahead")
-    settings = {"observation": {"max_registrations_per_tick": 2}}
-    config = parse_config({"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, **settings}, "t")
-    defs = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+    defs = registering(spark, metastore, database, 2)
     key = asset_key(database, "ahead")
     now = float(int(time.time()))
     with dg.instance_for_test() as instance, daemon_workspace(instance, defs) as workspace:
