@@ -16,7 +16,8 @@ period, so no run reads them all). Otherwise:
   suspension changed, is listed every run.
 
 What this does not see before the table's next full read: a partition moved to another location with `ALTER TABLE
-... PARTITION ... SET LOCATION` (its name is unchanged; the old directory is still observed), a file appended to
+... PARTITION ... SET LOCATION`, or dropped and added again elsewhere between two runs (its name is unchanged; the
+old directory is still observed), a file appended to
 in place (its directory's time does not change; Hive and Spark never append, they add files), and files written
 into a subdirectory of a partition that held no data file below it before.
 """
