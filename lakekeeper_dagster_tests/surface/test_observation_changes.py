@@ -63,6 +63,12 @@ def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(s
         assert sorted(read_observed_snapshot(instance, asset_key(database, "ev"))) == names
         assert summary(defs, instance, "ev")["partitions"] == 4
 
+        # other planning thresholds can change a decision without the files: every table is read in full
+        settings = {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "block_size_mb": 1}
+        config = parse_config(settings, "t")
+        other = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
+        assert observe(other, instance)[2] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
+
 
 def test_what_the_times_cannot_show_is_seen_at_the_tables_full_read(spark, metastore, database, tables):
     """A file appended to in place, and a partition moved with SET LOCATION, keep their directory's time: the next
@@ -95,23 +101,6 @@ def test_what_the_times_cannot_show_is_seen_at_the_tables_full_read(spark, metas
 
         write_files(spark, f"file:{moved}", 4000, 10, 1, "parquet")  # the moved location is the one observed
         assert observe(defs, instance)[0][("ev", NAMES[3])]["file_count"] == 3
-
-
-def test_tables_are_read_in_full_under_other_planning_thresholds(spark, metastore, database, tables):
-    """A changed threshold can change a unit's decision without its files: every table is then read in full."""
-    with dg.instance_for_test() as instance:
-        observe(definitions(spark, metastore, database), instance)
-        set_back(*(tables / "ev" / p for p in NAMES), tables / "flat")
-        observe(definitions(spark, metastore, database), instance)
-        assert observe(definitions(spark, metastore, database), instance)[2].endswith(
-            ", 0 listed, 0 table(s) read in full"
-        )
-        config = parse_config(
-            {"tables": {"databases": [database]}, "metastore": {"uri": metastore.uri}, "block_size_mb": 1}, "t"
-        )
-        other = build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
-        assert observe(other, instance)[2] == "5 unit(s) of 2 table(s), 5 listed, 2 table(s) read in full"
-        assert observe(other, instance)[2].endswith(", 0 listed, 0 table(s) read in full")
 
 
 def test_full_reads_are_spread_over_their_period_each_table_once(tmp_path):

@@ -167,48 +167,38 @@ def registering(spark, metastore, database: str, budget: int) -> dg.Definitions:
     return build_definitions(config, spark, spark_resource_for(config, stop_at_teardown=False))
 
 
-def test_registration_goes_newest_first_within_its_budget_a_tick(spark, metastore, database, data_dir):
-    """At most `observation.max_registrations_per_tick` partitions holding data registered a tick, newest first; an
-    empty partition takes no place in the budget; only a partition needing compaction gets an observation."""
-    days = [{"date": f"2024-04-0{day}"} for day in range(1, 6)]
-    names = [f"date={d['date']}" for d in days]
-    make_table(spark, database, "wide", data_dir / "wide", partitions=days[:4], files=1, rows=10)
-    write_files(spark, f"file:{data_dir / 'wide' / names[1]}", 700, 10, 3, "parquet")  # 4 files: needs compaction
-    spark.sql(f"ALTER TABLE {database}.wide ADD {partition_clause(days[4])}")  # the newest, empty
-    spark.sql(f"REFRESH TABLE {database}.wide")
-    defs = registering(spark, metastore, database, 2)
-    key = asset_key(database, "wide")
-    now = float(int(time.time()))
-    with dg.instance_for_test() as instance, daemon_workspace(instance, defs) as workspace:
-        assert tick(workspace, now)
-        assert instance.get_dynamic_partitions(partitions_def_name(database, "wide")) == names  # all at once
-        assert statuses(workspace, key) == {**dict.fromkeys(names), names[3]: MATERIALIZED, names[2]: MATERIALIZED}
-        assert tick(workspace, now + INTERVAL_SECONDS + 1)
-        assert statuses(workspace, key) == {**dict.fromkeys(names, MATERIALIZED), names[4]: None}
-        assert not tick(workspace, now + 2 * (INTERVAL_SECONDS + 1))
-        observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=10).records
-        assert [r.partition_key for r in observed] == [names[1]]
-
-
-def test_partitions_holding_data_behind_many_empty_ones_are_registered(spark, metastore, database, data_dir):
-    """More empty partitions at the head of the queue (newest first) than a tick lists: the next tick starts past
-    them, so the older partitions holding data are registered all the same."""
+def test_registration_goes_newest_first_within_its_budget_and_past_empty_partitions(
+    spark, metastore, database, data_dir
+):
+    """At most `observation.max_registrations_per_tick` partitions holding data registered a tick, newest first,
+    the dynamic partitions all added at once; more empty partitions at the head of the queue than a tick lists make
+    the next tick start past them (an empty one takes no place in the budget), and the queue starts over from the
+    newest once a tick filled its budget, so data arriving in a new partition is registered next; only a partition
+    needing compaction gets an observation."""
     days = [{"date": f"2024-05-{day:02d}"} for day in range(1, 11)]
     names = [f"date={d['date']}" for d in days]
     make_table(spark, database, "ahead", data_dir / "ahead", partitions=days[:3], files=1, rows=10)
+    write_files(spark, f"file:{data_dir / 'ahead' / names[1]}", 700, 10, 3, "parquet")  # 4 files: needs compaction
     for spec in days[3:]:  # seven newer partitions, created ahead of their data
         spark.sql(f"ALTER TABLE {database}.ahead ADD {partition_clause(spec)}")
     spark.sql(f"REFRESH TABLE {database}.ahead")
     defs = registering(spark, metastore, database, 2)
     key = asset_key(database, "ahead")
-    now = float(int(time.time()))
+    at = [float(int(time.time())) + n * (INTERVAL_SECONDS + 1) for n in range(7)]
     with dg.instance_for_test() as instance, daemon_workspace(instance, defs) as workspace:
-        for n in range(6):
-            tick(workspace, now + n * (INTERVAL_SECONDS + 1))
+        assert tick(workspace, at[0])  # six empty partitions listed: none registered
+        assert instance.get_dynamic_partitions(partitions_def_name(database, "ahead")) == names
+        assert statuses(workspace, key) == dict.fromkeys(names)
+        tick(workspace, at[1])  # past them: the two newest holding data
+        assert statuses(workspace, key) == {**dict.fromkeys(names), names[2]: MATERIALIZED, names[1]: MATERIALIZED}
+        tick(workspace, at[2])
+        tick(workspace, at[3])
         assert statuses(workspace, key) == {**dict.fromkeys(names[3:]), **dict.fromkeys(names[:3], MATERIALIZED)}
+        observed = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=key), limit=10).records
+        assert [r.partition_key for r in observed] == [names[1]]
         newest = {"date": "2024-05-11"}  # data arriving in a new partition after the ticks went past the empty ones
         spark.sql(f"ALTER TABLE {database}.ahead ADD {partition_clause(newest)}")
         write_files(spark, f"file:{data_dir / 'ahead' / 'date=2024-05-11'}", 900, 10, 1, "parquet")
-        for n in range(6, 8):
-            tick(workspace, now + n * (INTERVAL_SECONDS + 1))
+        tick(workspace, at[4])
+        tick(workspace, at[5])
         assert statuses(workspace, key)["date=2024-05-11"] == MATERIALIZED
