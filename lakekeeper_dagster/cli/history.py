@@ -1,5 +1,6 @@
 """`lakekeeper-dagster history [--table D.T] [--since 7d] [--run RUN] [--json]`: the records every operation appended
-to the history table (`history.table`), oldest first; records a failed write left pending are written first.
+to the history table (`history.table`), oldest first, then their totals per table and operation; records a failed
+write left pending are written first.
 `lakekeeper-dagster diff --table D.T [--run RUN] [--verify] [--json]`: what that run changed per partition."""
 
 from __future__ import annotations
@@ -48,6 +49,28 @@ def render_history(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+DONE = {"committed", "merged", "dropped", "rolled_back"}  # the end states of a unit an operation changed
+
+
+def render_totals(rows: list[dict]) -> str:
+    """What the records shown did, per table and operation: units changed, and the files a full scan of them opens
+    and their bytes before -> after (compaction's benefit, in the figure a query plan pays per file)."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        if r["status"] in DONE and r["files_before"] is not None and r["files_after"] is not None:
+            total = totals.setdefault((r["table_name"], r["operation"]), [0, 0, 0, 0, 0])
+            figures = (1, r["files_before"], r["files_after"], r["bytes_before"] or 0, r["bytes_after"] or 0)
+            total[:] = [a + b for a, b in zip(total, figures, strict=True)]
+    lines = []
+    for (table, operation), (units, before, after, bytes_before, bytes_after) in sorted(totals.items()):
+        fewer = f" ({before / after:.1f}x fewer)" if after and before > after else ""
+        lines.append(
+            f"{table} {operation}: {units} unit(s), files {before:,} -> {after:,}{fewer}, "
+            f"{human_bytes(bytes_before)} -> {human_bytes(bytes_after)}"
+        )
+    return "\n".join(["", "", "In all:", *lines]) if lines else ""  # after the records' lines, a blank line
+
+
 def cmd_history(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     since = iso_utc(time.time() - parse_duration(args.since, "--since")) if args.since is not None else None
     if args.table is not None:
@@ -60,7 +83,7 @@ def cmd_history(args: argparse.Namespace, config: LakekeeperConfig) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print(render_history(rows) or f"no history records in {sink.table} for this selection")
+        print((render_history(rows) + render_totals(rows)) or f"no history records in {sink.table} for this selection")
     return 0
 
 

@@ -22,6 +22,7 @@ from lakekeeper_dagster.surface.figures import (
     unit_metadata,
 )
 from lakekeeper_dagster.surface.metadata import DIFF, FORCE_TAG
+from lakekeeper_dagster.surface.observations import read_observed_snapshot
 from lakekeeper_dagster.surface.tables import current_table
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.py4j import java_cause
@@ -168,7 +169,8 @@ def build_table_asset(
             )
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
-        metadata = unit_metadata(results) | history_metadata(settings.history.table, results)
+        observed = read_observed_snapshot(context.instance, key)
+        metadata = unit_metadata(results, observed) | history_metadata(settings.history.table, results)
         metadata |= diff_metadata(context, spark.spark_session, settings, info, results)
         yield dg.MaterializeResult(metadata=metadata, check_results=check_results(key, results))
         fail_on_failed_units(results, f"unit(s) of {info.qualified_name} failed")  # the sensor backs them off

@@ -28,7 +28,10 @@ from lakekeeper_dagster.surface.metadata import (
     PER_PARTITION,
     ROW_COUNT_METADATA,
     RUN_SUMMARY,
+    SCAN_FILES_FEWER,
     STATE,
+    TABLE_FILES_AFTER,
+    TABLE_FILES_BEFORE,
 )
 
 TABLE_LABEL = "(table)"  # the unit of an unpartitioned table
@@ -104,8 +107,11 @@ def partition_table(results: Sequence[UnitResult]) -> dg.TableMetadataValue:
     )
 
 
-def _summary(results: Sequence[UnitResult], before: Fingerprint, after: Fingerprint, backup: str) -> str:
-    """A few lines of Markdown: what the run did to which table, and the figures before/after."""
+def _summary(
+    results: Sequence[UnitResult], before: Fingerprint, after: Fingerprint, backup: str, scan: dict[str, Any]
+) -> str:
+    """A few lines of Markdown: what the run did to which table, the figures before/after, and what it bought a full
+    scan of the table (`scan`, when the table was observed)."""
     table = f"{results[0].database}.{results[0].table}" if results else "(no unit)"
     counts = {status: sum(r.status == status for r in results) for status in UnitStatus}
     done = ", ".join(f"{n} {status}" for status, n in counts.items() if n) or "nothing to do"
@@ -123,6 +129,12 @@ def _summary(results: Sequence[UnitResult], before: Fingerprint, after: Fingerpr
         lines += [
             f"| rows | {before.rows} | {after.rows} |",
             f"| checksum | `{before.checksum}` | `{after.checksum}` |",
+        ]
+    if scan:
+        lines += [
+            "",
+            f"A full scan of the table opens {scan[TABLE_FILES_AFTER]:,} files instead of {scan[TABLE_FILES_BEFORE]:,}"
+            f" ({scan[SCAN_FILES_FEWER]}x fewer; its other partitions as last observed).",
         ]
     if backup:
         lines += ["", f"Originals kept in backup table `{backup}`."]
@@ -149,16 +161,19 @@ def history_metadata(table: str, results: Sequence[UnitResult]) -> dict[str, Any
     return {HISTORY_TABLE: table, HISTORY_RUNS: dg.MetadataValue.json(runs)} if runs else {HISTORY_TABLE: table}
 
 
-def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:
-    """Top-level figures of a compaction run (totals over its units), its Markdown summary, and the per-partition
-    table when the run covers several units."""
+def unit_metadata(results: Sequence[UnitResult], observed: dict[str, list] | None = None) -> dict[str, Any]:
+    """Top-level figures of a compaction run (totals over its units), what it bought a full scan of the table (from
+    the table's last `observed` figures, when it was observed), its Markdown summary, and the per-partition table
+    when the run covers several units."""
     compacted = [r for r in results if r.status == UnitStatus.COMPACTED]
     verified = _verified(results)
     before, after = _fingerprint(verified, "before"), _fingerprint(verified, "after")
     backup = next((r.backup_table for r in compacted if r.backup_table), "") or ""
+    scan = table_scan_metadata(observed or {}, results)
     metadata: dict[str, Any] = {
         STATE: run_state(results),
-        RUN_SUMMARY: dg.MetadataValue.md(_summary(results, before, after, backup)),
+        RUN_SUMMARY: dg.MetadataValue.md(_summary(results, before, after, backup, scan)),
+        **scan,
         "files_before": sum(r.files_before for r in results),
         "files_after": sum(files_after(r) for r in results),
         "size_before": human_bytes(sum(r.bytes_before for r in results)),
@@ -186,6 +201,20 @@ def unit_metadata(results: Sequence[UnitResult]) -> dict[str, Any]:
     elif results:
         metadata[PER_PARTITION] = partition_table(results)
     return metadata
+
+
+def table_scan_metadata(observed: dict[str, list], results: Sequence[UnitResult]) -> dict[str, Any]:
+    """What the run bought a full scan of the whole table: the files it opened before the run and opens after, from
+    the table's last observed figures (`observed`: unit name, "" for an unpartitioned table -> files first) with this
+    run's units as the run read and left them, and the Markdown line saying so. None for a table never observed."""
+    if not observed:
+        return {}
+    ours = {r.partition or "": r for r in results}
+    others = sum(figures[0] for unit, figures in observed.items() if unit not in ours)
+    before = others + sum(r.files_before for r in results)
+    after = others + sum(files_after(r) for r in results)
+    fewer = round(before / after, 2) if after else 0.0
+    return {TABLE_FILES_BEFORE: before, TABLE_FILES_AFTER: after, SCAN_FILES_FEWER: fewer}
 
 
 def _side_by_side(results: Sequence[UnitResult], figure: str, same: Callable[[UnitResult], bool]) -> dict[str, Any]:

@@ -30,6 +30,9 @@ HISTORY_TABLE = "lakekeeper/history_table"  # where every run's records are (`la
 HISTORY_RUNS = "lakekeeper/run_ids"  # the run ids of this materialization's records in it
 DIFF = "diff"  # the run's diff per partition, a Markdown table (`lakekeeper-dagster diff`)
 OPERATION = "lakekeeper/operation"  # which operation wrote the metadata, when not a compaction ("archive")
+TABLE_FILES_BEFORE = "table_files_before"  # the files a full scan of the whole table opened before the run
+TABLE_FILES_AFTER = "table_files_after"  # ... and opens after it (the UI plots both over the runs)
+SCAN_FILES_FEWER = "scan_files_fewer"  # table_files_before / table_files_after: how many times fewer a scan opens
 
 # Dagster's documented metadata keys (TableMetadataSet, UriMetadataSet: not exported by dagster 1.13).
 ROW_COUNT_METADATA = "dagster/row_count"  # a partition's rows after its compaction

@@ -39,9 +39,11 @@ def test_history_lists_the_cli_runs_by_table_and_age(spark, metastore, database,
 
         recent = run_cli_in_process(spark, ["history", "--since", "7d"], tmp_path, config)
         assert recent.returncode == 0, recent.stderr[-3000:]
-        lines = recent.stdout.strip().splitlines()
-        assert len(lines) == 1 and f"{compacted['run_id']} compact {table} date=2024-01-01: committed" in lines[0]
-        assert "files 4 -> 1" in lines[0] and "checksum equal" in lines[0]
+        line, blank, heading, total = recent.stdout.strip().splitlines()
+        assert f"{compacted['run_id']} compact {table} date=2024-01-01: committed" in line
+        assert "files 4 -> 1" in line and "checksum equal" in line
+        assert (blank, heading) == ("", "In all:")  # what the runs shown bought, per table and operation
+        assert total.startswith(f"{table} compact: 1 unit(s), files 4 -> 1 (4.0x fewer), ")
         assert not list((tmp_path / "pending").glob("*.jsonl"))
 
         diff = run_cli_in_process(spark, ["diff", "--table", table, "--verify"], tmp_path, config)

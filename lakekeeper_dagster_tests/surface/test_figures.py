@@ -54,6 +54,7 @@ def _run(location, instance, database: str, **kwargs) -> dg.ExecuteInProcessResu
 def test_a_one_partition_run_shows_its_figures_at_the_top(spark, location, database, data_dir):
     before = rows_of(spark, f"{database}.ev")
     with dg.instance_for_test() as instance:
+        assert location.get_job_def("observe_partitions_job").execute_in_process(instance=instance).success
         result = _run(location, instance, database, partition_key=NAMES[0])
         (materialization,) = result.get_asset_materialization_events()
         m = _values(materialization.materialization.metadata)
@@ -69,6 +70,9 @@ def test_a_one_partition_run_shows_its_figures_at_the_top(spark, location, datab
     summary = m["summary"]
     assert f"| rows | {rows} | {rows} |" in summary and "| files | 4 | 1 |" in summary
     assert f"`{m['checksum_before']}`" in summary and m["backup_table"] in summary
+    # What it bought a full scan of the table: the other partitions' files as observed, this one's as compacted.
+    assert (m["table_files_before"], m["table_files_after"], m["scan_files_fewer"]) == (12, 9, 1.33)
+    assert "A full scan of the table opens 9 files instead of 12 (1.33x fewer" in summary
 
     assert checks[ROW_COUNT] == {"partitions": NAMES[0], "rows_before": rows, "rows_after": rows}
     assert checks[CHECKSUM] == {
@@ -131,6 +135,7 @@ def test_a_run_over_several_partitions_shows_totals_and_a_table_per_partition(sp
     total = sum(int(table[name]["checksum_before"]) for name in NAMES[1:])
     assert m["checksum_before"] == m["checksum_after"] == str(total)
     assert (m["files_before"], m["files_after"]) == (9, 3)
+    assert "table_files_before" not in m  # a table never observed: what a scan of it opened is not known
     assert (m["partitions_compacted"], m["partitions_skipped"], m["partitions_failed"]) == (2, 1, 0)
     assert "2 compacted, 1 skipped" in m["summary"] and f"`{NAMES[0]}` skipped" in m["summary"]
 
