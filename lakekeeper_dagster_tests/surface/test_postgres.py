@@ -26,7 +26,6 @@ from lakekeeper_dagster_tests.postgres import PostgresServer
 from lakekeeper_dagster_tests.surface.identity import asset_key, job_name, partitions_def_name
 from lakekeeper_dagster_tests.surface.test_run_queue import (
     all_finished,
-    check_second_run_waits_queued_until_the_first_ends,
     queue_probe_runs,
     start_daemon,
     stop,
@@ -153,12 +152,6 @@ def test_observe_sensor_compact_and_observe_again_on_postgres(spark, metastore, 
         assert tick(instance, first.cursor).run_requests == []  # compacted: nothing more to request
 
 
-@pytest.mark.slow
-def test_second_run_of_a_table_waits_queued_until_the_first_ends_on_postgres(pg_home, tmp_path):
-    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
-        check_second_run_waits_queued_until_the_first_ends(instance, tmp_path)
-
-
 def _wait_for_start(instance, tmp_path, daemon, run_ids, count: int) -> list[str]:
     """Wait until the probe's asset has started in `count` runs; the last one's note (run id, worker pid, ...)."""
     watch(instance, tmp_path, daemon, run_ids, lambda _: [e[0] for e in trace(tmp_path)].count("start") >= count)
@@ -168,7 +161,8 @@ def _wait_for_start(instance, tmp_path, daemon, run_ids, count: int) -> list[str
 @pytest.mark.crash
 @pytest.mark.slow
 def test_dead_runs_fail_and_free_their_tables_pool(pg_home, tmp_path):
-    """Three runs of one table, queued. The first one's worker is SIGKILLed while it is STARTED: its code server marks
+    """Three runs of one table, queued: one at a time on PostgreSQL (never two executing, each waiting QUEUED until
+    the one before ended). The first one's worker is SIGKILLed while it is STARTED: its code server marks
     it failed and the second one starts. Then every Dagster process of the host is SIGKILLed (the daemon, its code
     server, the second run's worker), so nothing is left to notice: the restarted daemon's run monitoring fails the
     second run once it is over its `dagster/max_runtime`, and the third one starts and succeeds."""
@@ -182,6 +176,7 @@ def test_dead_runs_fail_and_free_their_tables_pool(pg_home, tmp_path):
         try:
             _, run_id, _, worker, _ = _wait_for_start(instance, tmp_path, daemon, run_ids, 1)
             assert run_id == first and instance.get_run_by_id(first).status == dg.DagsterRunStatus.STARTED
+            assert {instance.get_run_by_id(r).status for r in (second, third)} == {dg.DagsterRunStatus.QUEUED}
             os.kill(int(worker), signal.SIGKILL)
 
             _, run_id, _, worker, code_server = _wait_for_start(instance, tmp_path, daemon, run_ids, 2)
@@ -198,6 +193,7 @@ def test_dead_runs_fail_and_free_their_tables_pool(pg_home, tmp_path):
         finally:
             stop(daemon)
         assert history[-1] == ("FAILURE", "FAILURE", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
+        assert ("FAILURE", "STARTED", "QUEUED") in history, history  # the third waited while the second executed
         crash = f"[DagsterApiServer] Run execution process for {first} was terminated by signal 9 (SIGKILL)."
         assert any(e.message.startswith(crash) for e in instance.all_logs(first))
         over = "Canceling due to exceeding maximum runtime of 5 seconds."

@@ -162,35 +162,31 @@ def all_finished(statuses: tuple[str, ...]) -> bool:
     return all(dg.DagsterRunStatus(s) in FINISHED for s in statuses)
 
 
-def check_second_run_waits_queued_until_the_first_ends(instance: dg.DagsterInstance, tmp_path: Path) -> None:
-    """Two runs of the probe's table queued together run one after the other (the instance's storage is the
-    caller's: SQLite here, PostgreSQL in test_postgres)."""
-    run_ids = queue_probe_runs(instance, tmp_path, [{}, {}])  # the case where an unregistered pool lets both start
-    daemon = start_daemon(instance, tmp_path)
-    try:
-        history = watch(instance, tmp_path, daemon, run_ids, all_finished)
-    finally:
-        stop(daemon)
-
-    assert history[-1] == ("SUCCESS", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
-    assert ("STARTED", "QUEUED") in history, history
-    records = sorted(instance.get_run_records(), key=lambda r: r.start_time)
-    first, second = records
-    assert second.start_time >= first.end_time
-    events = trace(tmp_path)
-    assert [(event[0], event[1]) for event in events] == [
-        ("start", first.dagster_run.run_id),
-        ("end", first.dagster_run.run_id),
-        ("start", second.dagster_run.run_id),
-        ("end", second.dagster_run.run_id),
-    ]
-    assert float(events[2][2]) >= float(events[1][2])
-
-
 @pytest.mark.slow
 def test_second_run_of_a_table_waits_queued_until_the_first_ends(tmp_path):
+    """Two runs of the probe's table queued together run one after the other (on SQLite; test_postgres's dead-runs
+    test queues three on PostgreSQL)."""
     with dg.DagsterInstance.from_config(str(_instance_home(tmp_path))) as instance:
-        check_second_run_waits_queued_until_the_first_ends(instance, tmp_path)
+        run_ids = queue_probe_runs(instance, tmp_path, [{}, {}])  # the case where an unregistered pool lets both start
+        daemon = start_daemon(instance, tmp_path)
+        try:
+            history = watch(instance, tmp_path, daemon, run_ids, all_finished)
+        finally:
+            stop(daemon)
+
+        assert history[-1] == ("SUCCESS", "SUCCESS"), f"{history}\n{tail(tmp_path / 'daemon.log')}"
+        assert ("STARTED", "QUEUED") in history, history
+        records = sorted(instance.get_run_records(), key=lambda r: r.start_time)
+        first, second = records
+        assert second.start_time >= first.end_time
+        events = trace(tmp_path)
+        assert [(event[0], event[1]) for event in events] == [
+            ("start", first.dagster_run.run_id),
+            ("end", first.dagster_run.run_id),
+            ("start", second.dagster_run.run_id),
+            ("end", second.dagster_run.run_id),
+        ]
+        assert float(events[2][2]) >= float(events[1][2])
 
 
 @pytest.mark.xfail(
