@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
 
 import dagster as dg
 
@@ -43,6 +45,19 @@ from lakekeeper_dagster.surface.tables import current_table
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 
 
+@dataclass
+class GroupRead:
+    """A group of tables read: their units (`reads`, the tables still there), kept snapshots, why the others were
+    skipped, their directories' times and when those were read, and the seconds it took."""
+
+    snapshots: dict[str, dict]
+    reads: list[TableRead] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    times: dict[str, int] = field(default_factory=dict)
+    read_at: float = 0.0
+    seconds: float = 0.0
+
+
 class ObservationRun:
     """What one run of the observation job has done so far (its figures for the closing log line)."""
 
@@ -62,40 +77,56 @@ class ObservationRun:
         self.seconds = {"read": 0.0, "sync": 0.0, "list": 0.0}
         self.units = self.tables = self.listed = self.full = 0
 
-    def _read(self, group: list[TableInfo], due: set[str]) -> tuple[list[TableRead], dict[str, dict]]:
-        """The group's tables as the metastore has them now (a table gone or changed is logged and left out), their
-        units, and their kept snapshots; their dynamic partitions synced."""
-        instance, log = self.context.instance, self.context.log
-        reads, snapshots = [], {}
+    def read_ahead(self, pool: Executor, group: list[TableInfo], due: set[str]) -> Future[GroupRead]:
+        """Start reading `group` in `pool` (beside the listing of the group before): their kept snapshots now, then
+        in the pool their units from the metastore and their directories' times."""
+        instance = self.context.instance
+        snapshots = {
+            info.qualified_name: read_observed_snapshot(instance, self.translator.asset_key(info)) for info in group
+        }
+        return pool.submit(self._read, group, snapshots, due)
+
+    def _read(self, group: list[TableInfo], snapshots: dict[str, dict], due: set[str]) -> GroupRead:
+        """The group's tables as the metastore has them now (a table gone or changed is left out, with why), their
+        units, and the modification times of their directories (read after the units, before any listing)."""
+        started = time.monotonic()
+        found = GroupRead(snapshots=snapshots)
         for info in group:
-            started = time.monotonic()
-            snapshot = read_observed_snapshot(instance, self.translator.asset_key(info))
-            with engine_failures():
-                try:
-                    now = current_table(self.session, info)
-                    read = read_units(self.session, now, snapshot, info.qualified_name in due or not snapshot)
-                except CatalogError as error:  # it does not stop the others
-                    log.warning(f"{info.qualified_name} skipped: {error}")
-                    continue
-            synced = time.monotonic()
-            self.seconds["read"] += synced - started
+            try:
+                now = current_table(self.session, info)
+                snapshot = snapshots[info.qualified_name]
+                found.reads.append(read_units(self.session, now, snapshot, info.qualified_name in due or not snapshot))
+            except CatalogError as error:  # it does not stop the others
+                found.skipped.append(f"{info.qualified_name} skipped: {error}")
+        found.read_at = time.time()
+        found.times = directory_times(self.session, [u.location for read in found.reads for u in read.units])
+        found.seconds = time.monotonic() - started
+        return found
+
+    def _sync(self, reads: list[TableRead]) -> None:
+        """The tables' dynamic partitions made their Hive partitions."""
+        started = time.monotonic()
+        for read in reads:
+            info = read.info
             if info.is_partitioned:
                 hive = [unit.partition for unit in read.units]
-                added, removed = sync_partitions(instance, self.translator.partitions_def_name(info), hive)
+                added, removed = sync_partitions(self.context.instance, self.translator.partitions_def_name(info), hive)
                 if added or removed:
-                    log.info(f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed")
-            self.seconds["sync"] += time.monotonic() - synced
-            reads.append(read)
-            snapshots[info.qualified_name] = snapshot
-        return reads, snapshots
+                    self.context.log.info(
+                        f"{info.qualified_name}: {len(added)} partition(s) added, {len(removed)} removed"
+                    )
+        self.seconds["sync"] += time.monotonic() - started
 
-    def observe(self, group: list[TableInfo], due: set[str]) -> Iterator[dg.AssetObservation]:
-        """Observe a group of tables: what changed, then each table's summary."""
-        reads, snapshots = self._read(group, due)
-        started, read_at = time.monotonic(), time.time()
+    def observe(self, found: GroupRead) -> Iterator[dg.AssetObservation]:
+        """Observe a group of tables read by `read_ahead`: what changed, then each table's summary."""
+        for message in found.skipped:
+            self.context.log.warning(message)
+        self.seconds["read"] += found.seconds
+        reads, snapshots, times, read_at = found.reads, found.snapshots, found.times, found.read_at
+        self._sync(reads)
+        started = time.monotonic()
         suspend_after = self.settings.suspend_after_failures
         with engine_failures():
-            times = directory_times(self.session, [u.location for read in reads for u in read.units])
             suspended = {
                 r.info.qualified_name: suspended_units(read_failures(self.storage, r.info.location), suspend_after)
                 for r in reads

@@ -3,6 +3,7 @@ schedule runs it on `observation.cron_schedule` and never beside itself."""
 
 import hashlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 
@@ -41,11 +42,19 @@ def build_observe_job(
         fingerprint = thresholds_fingerprint(settings)
         due = full_reads_due(instance, keys, time.time(), settings.observation.full_read_hours, fingerprint)
         run = ObservationRun(context, session, settings, translator, fingerprint)
-        for start in range(0, len(tables), GROUP_TABLES):
-            yield from run.observe(tables[start : start + GROUP_TABLES], due)
+        groups = [tables[start : start + GROUP_TABLES] for start in range(0, len(tables), GROUP_TABLES)]
+        # The next group is read from the metastore while this one's directories are listed (one Spark job).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakekeeper-observe-read") as pool:
+            ahead = run.read_ahead(pool, groups[0], due) if groups else None
+            for number in range(len(groups)):
+                with engine_failures():
+                    found = ahead.result()
+                ahead = run.read_ahead(pool, groups[number + 1], due) if number + 1 < len(groups) else None
+                yield from run.observe(found)
         context.log.info(
             f"{run.units} unit(s) of {run.tables} table(s), {run.listed} listed, {run.full} table(s) read in full: "
-            f"{run.seconds['read']:.1f}s to read them from the metastore (Spark session included), "
+            f"{run.seconds['read']:.1f}s to read them from the metastore with their directories' times (beside the "
+            "listing), "
             f"{run.seconds['sync']:.1f}s to sync the dynamic partitions, {run.seconds['list']:.1f}s to list their "
             "directories"
         )
