@@ -164,7 +164,7 @@ RUN_ROWS = [
     ("  units read from the metastore", "units"),
     ("  directories listed", "listed"),
     ("  tables read in full", "tables_read_in_full"),
-    ("  metastore read, all tables (s)", "metastore_read_s"),
+    ("  metastore read and directory times, all tables, beside the listing (s)", "metastore_read_s"),
     ("  partition sync, all tables (s)", "partition_sync_s"),
     ("  modification times and listing (s)", "listing_s"),
     ("events", "events"),

@@ -118,8 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     metastore = estate.metastore()
     metastore.start()
     results: dict = {"partitions": args.partitions, "files_per_partition": args.files, "stages": []}
+    conf = local_hive_conf(metastore.uri, metastore.warehouse_dir.as_uri(), app_name="bench-scan-bought")
+    spark = None
     try:
-        conf = local_hive_conf(metastore.uri, metastore.warehouse_dir.as_uri(), app_name="bench-scan-bought")
         spark = start_spark_session(conf)
         built = fingerprint(spark, table)
         results["rows"] = built["rows"]
@@ -150,8 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         files = data_files(location) + data_files(location.parent / f"{name}__merged")
         view = f"{DATABASE}.{name}_all"
         stages.append(stage("merged into months", spark, view, [table, merged], files, left + months, args, built))
-        spark.stop()
     finally:
+        if spark is not None:
+            spark.stop()
         metastore.stop()
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)

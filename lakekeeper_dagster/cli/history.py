@@ -20,6 +20,7 @@ from lakekeeper_dagster.engine.ops.cleanup import parse_duration
 from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 from lakekeeper_dagster.engine.protocol.history import flush, iso_utc
+from lakekeeper_dagster.engine.statuses import Operation
 
 
 def _pair(before: Any, after: Any, show: Callable[[Any], str] = str) -> str:
@@ -49,23 +50,30 @@ def render_history(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-DONE = {"committed", "merged", "dropped", "rolled_back"}  # the end states of a unit an operation changed
+# The operations whose records change the files a scan of their units opens, and the state of a unit they changed.
+TOTALED = {Operation.COMPACT: "committed", Operation.ARCHIVE: "committed", Operation.ROLLBACK: "committed",
+           Operation.MERGE: "merged"}  # fmt: skip
 
 
 def render_totals(rows: list[dict]) -> str:
-    """What the records shown did, per table and operation: units changed, and the files a full scan of them opens
-    and their bytes before -> after (compaction's benefit, in the figure a query plan pays per file)."""
-    totals: dict[tuple[str, str], list[int]] = {}
-    for r in rows:
-        if r["status"] in DONE and r["files_before"] is not None and r["files_after"] is not None:
-            total = totals.setdefault((r["table_name"], r["operation"]), [0, 0, 0, 0, 0])
-            figures = (1, r["files_before"], r["files_after"], r["bytes_before"] or 0, r["bytes_after"] or 0)
-            total[:] = [a + b for a, b in zip(total, figures, strict=True)]
+    """What the records shown did, per table and operation (compact, archive, rollback, merge): the units changed,
+    each counted once (its files and bytes before its first record shown, after its last), and the files a full
+    scan of them opens and their bytes before -> after."""
+    units: dict[tuple[str, str], dict[str | None, list]] = {}
+    for r in rows:  # oldest first
+        if TOTALED.get(r["operation"]) != r["status"] or r["files_before"] is None or r["files_after"] is None:
+            continue
+        first = units.setdefault((r["table_name"], r["operation"]), {}).setdefault(r["partition_name"], [r, r])
+        first[1] = r
     lines = []
-    for (table, operation), (units, before, after, bytes_before, bytes_after) in sorted(totals.items()):
-        fewer = f" ({before / after:.1f}x fewer)" if after and before > after else ""
+    for (table, operation), changed in sorted(units.items()):
+        before = sum(first["files_before"] for first, _ in changed.values())
+        after = sum(last["files_after"] for _, last in changed.values())
+        bytes_before = sum(first["bytes_before"] or 0 for first, _ in changed.values())
+        bytes_after = sum(last["bytes_after"] or 0 for _, last in changed.values())
+        fewer = f" ({before / after:.1f}x fewer)" if 0 < after < before else ""
         lines.append(
-            f"{table} {operation}: {units} unit(s), files {before:,} -> {after:,}{fewer}, "
+            f"{table} {operation}: {len(changed)} unit(s), files {before:,} -> {after:,}{fewer}, "
             f"{human_bytes(bytes_before)} -> {human_bytes(bytes_after)}"
         )
     return "\n".join(["", "", "In all:", *lines]) if lines else ""  # after the records' lines, a blank line

@@ -16,13 +16,14 @@ from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.surface.failures import engine_failures, fail_on_failed_units
 from lakekeeper_dagster.surface.figures import (
     checksum_check_metadata,
+    files_after,
     files_check_metadata,
     history_metadata,
     rows_check_metadata,
     unit_metadata,
 )
 from lakekeeper_dagster.surface.metadata import DIFF, FORCE_TAG
-from lakekeeper_dagster.surface.observations import read_observed_snapshot
+from lakekeeper_dagster.surface.table_files import keep_compacted, table_files
 from lakekeeper_dagster.surface.tables import current_table
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.py4j import java_cause
@@ -169,10 +170,12 @@ def build_table_asset(
             )
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
-        observed = read_observed_snapshot(context.instance, key)
-        metadata = unit_metadata(results, observed) | history_metadata(settings.history.table, results)
+        files, version = table_files(context.instance, key)
+        metadata = unit_metadata(results, files) | history_metadata(settings.history.table, results)
         metadata |= diff_metadata(context, spark.spark_session, settings, info, results)
         yield dg.MaterializeResult(metadata=metadata, check_results=check_results(key, results))
+        if files:  # the next run's figures start from what this one left
+            keep_compacted(context.instance, key, version, {r.partition or "": files_after(r) for r in results})
         fail_on_failed_units(results, f"unit(s) of {info.qualified_name} failed")  # the sensor backs them off
 
     return _compact

@@ -28,10 +28,10 @@ from lakekeeper_dagster.surface.metadata import (
     PER_PARTITION,
     ROW_COUNT_METADATA,
     RUN_SUMMARY,
-    SCAN_FILES_FEWER,
     STATE,
     TABLE_FILES_AFTER,
     TABLE_FILES_BEFORE,
+    TABLE_FILES_FEWER,
 )
 
 TABLE_LABEL = "(table)"  # the unit of an unpartitioned table
@@ -131,11 +131,7 @@ def _summary(
             f"| checksum | `{before.checksum}` | `{after.checksum}` |",
         ]
     if scan:
-        lines += [
-            "",
-            f"A full scan of the table opens {scan[TABLE_FILES_AFTER]:,} files instead of {scan[TABLE_FILES_BEFORE]:,}"
-            f" ({scan[SCAN_FILES_FEWER]}x fewer; its other partitions as last observed).",
-        ]
+        lines += ["", _scan_line(scan, any(r.partition for r in results))]
     if backup:
         lines += ["", f"Originals kept in backup table `{backup}`."]
     others = [r for r in results if r.status != UnitStatus.COMPACTED]
@@ -161,15 +157,15 @@ def history_metadata(table: str, results: Sequence[UnitResult]) -> dict[str, Any
     return {HISTORY_TABLE: table, HISTORY_RUNS: dg.MetadataValue.json(runs)} if runs else {HISTORY_TABLE: table}
 
 
-def unit_metadata(results: Sequence[UnitResult], observed: dict[str, list] | None = None) -> dict[str, Any]:
+def unit_metadata(results: Sequence[UnitResult], table_files: dict[str, int] | None = None) -> dict[str, Any]:
     """Top-level figures of a compaction run (totals over its units), what it bought a full scan of the table (from
-    the table's last `observed` figures, when it was observed), its Markdown summary, and the per-partition table
-    when the run covers several units."""
+    each unit's files before it, `table_files`, when the table was observed), its Markdown summary, and the
+    per-partition table when the run covers several units."""
     compacted = [r for r in results if r.status == UnitStatus.COMPACTED]
     verified = _verified(results)
     before, after = _fingerprint(verified, "before"), _fingerprint(verified, "after")
     backup = next((r.backup_table for r in compacted if r.backup_table), "") or ""
-    scan = table_scan_metadata(observed or {}, results)
+    scan = table_scan_metadata(table_files or {}, results)
     metadata: dict[str, Any] = {
         STATE: run_state(results),
         RUN_SUMMARY: dg.MetadataValue.md(_summary(results, before, after, backup, scan)),
@@ -203,18 +199,31 @@ def unit_metadata(results: Sequence[UnitResult], observed: dict[str, list] | Non
     return metadata
 
 
-def table_scan_metadata(observed: dict[str, list], results: Sequence[UnitResult]) -> dict[str, Any]:
-    """What the run bought a full scan of the whole table: the files it opened before the run and opens after, from
-    the table's last observed figures (`observed`: unit name, "" for an unpartitioned table -> files first) with this
-    run's units as the run read and left them, and the Markdown line saying so. None for a table never observed."""
-    if not observed:
+def table_scan_metadata(files: dict[str, int], results: Sequence[UnitResult]) -> dict[str, Any]:
+    """What a run that compacted a unit bought a full scan of the whole table: the files it opened before the run
+    and opens after, from each unit's files as last observed or left by a compaction since (`files`, unit name ->
+    files: `table_files.py`) with this run's units as it read and left them, and by how many times fewer. Empty
+    for a table never observed, or a run that compacted nothing."""
+    if not files or not any(r.status == UnitStatus.COMPACTED for r in results):
         return {}
-    ours = {r.partition or "": r for r in results}
-    others = sum(figures[0] for unit, figures in observed.items() if unit not in ours)
+    ours = {r.partition or "" for r in results}
+    others = sum(count for unit, count in files.items() if unit not in ours)
     before = others + sum(r.files_before for r in results)
     after = others + sum(files_after(r) for r in results)
-    fewer = round(before / after, 2) if after else 0.0
-    return {TABLE_FILES_BEFORE: before, TABLE_FILES_AFTER: after, SCAN_FILES_FEWER: fewer}
+    metadata: dict[str, Any] = {TABLE_FILES_BEFORE: before, TABLE_FILES_AFTER: after}
+    if 0 < after < before:
+        metadata[TABLE_FILES_FEWER] = round(before / after, 2)
+    return metadata
+
+
+def _scan_line(scan: dict[str, Any], partitioned: bool) -> str:
+    """One sentence for `table_scan_metadata`'s figures."""
+    before, after = scan[TABLE_FILES_BEFORE], scan[TABLE_FILES_AFTER]
+    line = f"A full scan of the table opens {after:,} files"
+    line += f" instead of {before:,}" if after != before else ", as before"
+    fewer = [f"{scan[TABLE_FILES_FEWER]}x fewer"] if TABLE_FILES_FEWER in scan else []
+    others = ["its other partitions as last observed or compacted since"] if partitioned else []
+    return line + (f" ({'; '.join(fewer + others)})" if fewer or others else "") + "."
 
 
 def _side_by_side(results: Sequence[UnitResult], figure: str, same: Callable[[UnitResult], bool]) -> dict[str, Any]:

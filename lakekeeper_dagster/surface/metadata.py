@@ -20,6 +20,7 @@ SUSPENDED_UNITS = "suspended_units"  # a summary's suspended units, each with wh
 # The observation job's key-value store (`run_storage` cursor values); each + the asset key's user string.
 OBSERVED_SNAPSHOT_KEY = "lakekeeper/observed/"  # a table's observed snapshot: unit -> its last recorded figures
 BACKLOG_KEY = "lakekeeper/backlog/"  # how many units of the table's last kept observed snapshot need compaction
+COMPACTED_KEY = "lakekeeper/compacted/"  # the files compaction runs left in units since the snapshot (`table_files.py`)
 FULL_READ_KEY = "lakekeeper/full_read/"  # when (epoch seconds) the table was last read in full (`surface/changes.py`)
 
 # A compaction's materialization (and archive's), `figures.py`.
@@ -32,7 +33,7 @@ DIFF = "diff"  # the run's diff per partition, a Markdown table (`lakekeeper-dag
 OPERATION = "lakekeeper/operation"  # which operation wrote the metadata, when not a compaction ("archive")
 TABLE_FILES_BEFORE = "table_files_before"  # the files a full scan of the whole table opened before the run
 TABLE_FILES_AFTER = "table_files_after"  # ... and opens after it (the UI plots both over the runs)
-SCAN_FILES_FEWER = "scan_files_fewer"  # table_files_before / table_files_after: how many times fewer a scan opens
+TABLE_FILES_FEWER = "table_files_fewer"  # table_files_before / table_files_after, when the run made them fewer
 
 # Dagster's documented metadata keys (TableMetadataSet, UriMetadataSet: not exported by dagster 1.13).
 ROW_COUNT_METADATA = "dagster/row_count"  # a partition's rows after its compaction

@@ -9,8 +9,9 @@ values, the same table in SQLite and PostgreSQL instances, shared by every proce
 its figures [files, bytes, small files, needs compaction, since when it needs it], then what the next run needs to
 know whether to list it again (`surface/changes.py`); beside it the table's backlog (how many of those need
 compaction), all the sensor reads of it each tick (a snapshot is 17,520 entries a table at the estate). The snapshots
-are read and written ten tables at a time (memory: those tables' snapshots and units), instead of the event log's
-newest observation of each partition (17,520 records a table to read and deserialize each run at the estate).
+are read and written ten tables at a time (memory: twenty tables' snapshots and units, the next ten read meanwhile),
+instead of the event log's newest observation of each partition (17,520 records a table to read and deserialize
+each run at the estate).
 It never hides a change from the event log (the first sight of a table keeps the figures of units it did not record,
 which are recorded once they change):
 

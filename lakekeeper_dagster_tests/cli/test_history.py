@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from lakekeeper_dagster.cli.history import render_totals
 from lakekeeper_dagster.engine.fs.storage import Storage
 from lakekeeper_dagster.engine.hive.history_table import append_rows
 from lakekeeper_dagster.engine.protocol.history import HistoryRecord
@@ -53,3 +56,32 @@ def test_history_lists_the_cli_runs_by_table_and_age(spark, metastore, database,
         assert "| equal | equal |" in diff.stdout  # checksum recorded equal, and re-counted equal
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS `{database}_h` CASCADE")
+
+
+def _record(operation: str, partition: str, status: str, files: tuple[int, int], run: str = "r1") -> dict:
+    figures = {"files_before": files[0], "files_after": files[1], "bytes_before": 100, "bytes_after": 90}
+    return HistoryRecord(run, operation, "d.t", partition, status, "", "2026-01-01T00:00:00Z", 1.0, **figures).row()
+
+
+@pytest.mark.pure
+def test_the_totals_count_each_unit_once_per_operation_and_leave_out_what_changed_nothing():
+    rows = [
+        _record("compact", "p=1", "committed", (10, 1)),
+        _record("compact", "p=1", "committed", (4, 1), "r2"),  # new files since, compacted again: 10 -> 1 in all
+        _record("compact", "p=2", "committed", (6, 2)),
+        _record("compact", "p=3", "failed", (6, 6)),
+        _record("rollback", "p=2", "committed", (2, 6)),  # on its own line, never netted into compaction's
+        _record("merge", "month=1", "merged", (24, 1)),
+        _record("merge", "month=2", "rolled_back", (24, 0)),  # a merge undone changed nothing
+        _record("recover", "p=4", "committed", (8, 1)),  # whatever kind of run it finished: not totaled
+        _record("cleanup", "p=5", "dropped", (8, 0)),  # a backup's files, not the table's
+    ]
+    assert render_totals(rows).splitlines() == [
+        "",
+        "",
+        "In all:",
+        "d.t compact: 2 unit(s), files 16 -> 3 (5.3x fewer), 200 B -> 180 B",
+        "d.t merge: 1 unit(s), files 24 -> 1 (24.0x fewer), 100 B -> 90 B",
+        "d.t rollback: 1 unit(s), files 2 -> 6, 100 B -> 90 B",
+    ]
+    assert render_totals(rows[3:4]) == ""

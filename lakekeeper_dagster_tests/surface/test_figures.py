@@ -11,9 +11,12 @@ import pytest
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.hive.model import quote_identifier, sql_string
+from lakekeeper_dagster.engine.ops.options import UnitResult
+from lakekeeper_dagster.engine.statuses import UnitStatus
 from lakekeeper_dagster.surface.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.checks import LIVE_MATCHES_BACKUP
+from lakekeeper_dagster.surface.figures import unit_metadata
 from lakekeeper_dagster.surface.metadata import RANGE_END_TAG, RANGE_START_TAG
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
@@ -59,6 +62,10 @@ def test_a_one_partition_run_shows_its_figures_at_the_top(spark, location, datab
         (materialization,) = result.get_asset_materialization_events()
         m = _values(materialization.materialization.metadata)
         checks = {e.check_name: _values(e.metadata) for e in result.get_asset_check_evaluations()}
+        # The next run, before any observation, starts from what this one left (the observed 4 files now 1).
+        (after,) = _run(location, instance, database, partition_key=NAMES[1]).get_asset_materialization_events()
+        follow = _values(after.materialization.metadata)
+        assert (follow["table_files_before"], follow["table_files_after"]) == (9, 6)
     rows = _count(spark, database, NAMES[0])
     assert rows == 100
     assert (m["rows_before"], m["rows_after"], m["dagster/row_count"]) == (rows, rows, rows)
@@ -71,7 +78,7 @@ def test_a_one_partition_run_shows_its_figures_at_the_top(spark, location, datab
     assert f"| rows | {rows} | {rows} |" in summary and "| files | 4 | 1 |" in summary
     assert f"`{m['checksum_before']}`" in summary and m["backup_table"] in summary
     # What it bought a full scan of the table: the other partitions' files as observed, this one's as compacted.
-    assert (m["table_files_before"], m["table_files_after"], m["scan_files_fewer"]) == (12, 9, 1.33)
+    assert (m["table_files_before"], m["table_files_after"], m["table_files_fewer"]) == (12, 9, 1.33)
     assert "A full scan of the table opens 9 files instead of 12 (1.33x fewer" in summary
 
     assert checks[ROW_COUNT] == {"partitions": NAMES[0], "rows_before": rows, "rows_after": rows}
@@ -191,3 +198,25 @@ def test_the_asset_spec_follows_dagsters_table_conventions(spark, metastore, dat
         ("tags", "array<string>"),
     ]
     assert "a partition" not in flat.description and "not partitioned" in flat.description
+
+
+def _unit(partition: str | None, status: UnitStatus, before: int, after: int, carried: int = 0) -> UnitResult:
+    return UnitResult(
+        "d", "t", partition, "/x", status, "", files_before=before, files_after=after, carried_files=carried
+    )
+
+
+@pytest.mark.pure
+def test_what_a_run_bought_a_scan_is_said_only_as_far_as_it_is_known():
+    kept = {"p=1": 4, "p=2": 4, "p=3": 7}  # each unit's files as last observed or compacted since
+    done = [_unit("p=1", UnitStatus.COMPACTED, 4, 1), _unit("p=2", UnitStatus.SKIPPED, 3, 0)]
+    m = unit_metadata(done, kept)
+    assert (m["table_files_before"], m["table_files_after"], m["table_files_fewer"]) == (14, 11, 1.27)
+    assert "opens 11 files instead of 14 (1.27x fewer; its other partitions as last observed" in m["summary"].value
+    assert "table_files_before" not in unit_metadata(done, {})  # never observed
+    assert "table_files_before" not in unit_metadata([_unit("p=1", UnitStatus.SKIPPED, 4, 0)], kept)  # none compacted
+    late = unit_metadata([_unit("p=1", UnitStatus.COMPACTED, 4, 1, carried=5)], kept)  # late files carried over
+    assert (late["table_files_before"], late["table_files_after"]) == (15, 17) and "table_files_fewer" not in late
+    assert "opens 17 files instead of 15 (its other partitions" in late["summary"].value
+    whole = unit_metadata([_unit(None, UnitStatus.COMPACTED, 9, 9)], {"": 9})  # unpartitioned, nothing fewer
+    assert "A full scan of the table opens 9 files, as before." in whole["summary"].value

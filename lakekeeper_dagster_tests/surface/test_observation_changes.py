@@ -11,6 +11,7 @@ from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.fs.dirtimes import directory_times
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_names, read_table
 from lakekeeper_dagster.engine.hive.model import partition_clause, partition_name, partition_spec
+from lakekeeper_dagster.surface import observation_run
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.changes import default_location, full_reads_due, keep_full_read
 from lakekeeper_dagster.surface.metadata import FULL_READ_KEY
@@ -34,7 +35,9 @@ def summary(defs, instance, table: str) -> dict:
     return observations_of(result, summaries=True)[(table, None)]
 
 
-def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(spark, metastore, database, tables):
+def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(
+    spark, metastore, database, tables, monkeypatch
+):
     defs = definitions(spark, metastore, database)
     ev = tables / "ev"
     with dg.instance_for_test() as instance:
@@ -44,6 +47,21 @@ def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(s
         set_back(*(ev / p for p in NAMES), tables / "flat")
         assert observe(defs, instance)[2] == "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full"
         assert observe(defs, instance)[::2] == ({}, "5 unit(s) of 2 table(s), 0 listed, 0 table(s) read in full")
+
+        # A writer racing a run: a file lands after the run read the directories' times, before it would list them,
+        # leaving a time the next run trusts (older than 5 minutes): that next run lists the directory and records it.
+        def then_a_writer(session, locations):
+            times = directory_times(session, locations)
+            write_files(spark, f"file:{ev / NAMES[0]}", 1500, 10, 1, "parquet")
+            set_back(ev / NAMES[0], seconds=HOUR // 2)
+            return times
+
+        monkeypatch.setattr(observation_run, "directory_times", then_a_writer)
+        assert observe(defs, instance)[::2] == ({}, "5 unit(s) of 2 table(s), 0 listed, 0 table(s) read in full")
+        monkeypatch.undo()
+        observed, _, line = observe(defs, instance)
+        assert observed[("ev", NAMES[0])]["file_count"] == len(data_files(ev / NAMES[0]))
+        assert line.startswith("5 unit(s) of 2 table(s), 1 listed")
 
         write_files(spark, f"file:{ev / NAMES[1]}", 2000, 10, 1, "parquet")  # a file added
         data_files(ev / NAMES[2])[0].unlink()  # a file removed

@@ -17,7 +17,7 @@ from lakekeeper_dagster.surface.observations import OBSERVE_JOB
 from lakekeeper_dagster.surface.translator import HiveTableTranslator
 from spark_resources.resource import HiveSparkResource
 
-GROUP_TABLES = 10  # tables observed together: one listing job, their units and snapshots in memory at once
+GROUP_TABLES = 10  # tables observed together: one listing job (two groups' units and snapshots in memory at once)
 
 
 def thresholds_fingerprint(settings: LakekeeperConfig) -> str:
