@@ -196,11 +196,13 @@ def test_corrupted_verification_fails_the_blocking_check_and_leaves_data(
     assert rows_of(spark, table) == before
 
 
-@pytest.mark.cluster
+@pytest.mark.cluster(only=True)
 def test_dagster_cli_validates_and_launches_a_partition(spark, spark_cluster, metastore, database, data_dir, tmp_path):
     """`dagster definitions validate` and `dagster job launch` (the CLI way to compact a partition: its code server
-    pins the newest stored state, as refresh_tables_job stores it) in a subprocess, on the YAML config (whose
-    `spark_submit` points the run's resource at the test cluster in a `--spark-cluster` run)."""
+    pins the newest stored state, as refresh_tables_job stores it) in a subprocess, on the YAML config, whose
+    `spark_submit` points the run's resource at the test cluster: on a cluster only (the YARN tier of `make test`),
+    where it proves what the local mode's launched runs (the daemon's, the UI's: test_run_queue, test_browser) do not,
+    a run worker's own session on the cluster."""
     import json
     import os
     import subprocess
@@ -241,7 +243,7 @@ def test_dagster_cli_validates_and_launches_a_partition(spark, spark_cluster, me
     validate = dagster("definitions", "validate")
     assert validate.returncode == 0, validate.stderr[-3000:]
     tags = json.dumps({"dagster/partition": "date=2024-01-02"})
-    apps_before = set(spark_cluster.applications()) if spark_cluster is not None else set()
+    apps_before = set(spark_cluster.applications())
     launched = dagster("job", "launch", "-j", job_name(database, "cli"), "--tags", tags)
     assert launched.returncode == 0, launched.stderr[-3000:]
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -255,8 +257,8 @@ def test_dagster_cli_validates_and_launches_a_partition(spark, spark_cluster, me
     assert len(data_files(data_dir / "date=2024-01-02")) == 1
     assert len(data_files(data_dir / "date=2024-01-01")) == 3
     assert rows_of(spark, f"{database}.cli") == before
-    if spark_cluster is not None:  # the run's own session (the resource's, from spark_submit) ran on the cluster
-        assert new_cluster_apps(spark_cluster, apps_before) == [("lakekeeper-dagster", "FINISHED")]
+    # the run's own session (the resource's, from spark_submit) ran on the cluster
+    assert new_cluster_apps(spark_cluster, apps_before) == [("lakekeeper-dagster", "FINISHED")]
 
 
 def test_project_instance_settings_give_each_table_one_run_at_a_time(location, database, tmp_path):
