@@ -131,6 +131,25 @@ def diff_metadata(
     return {DIFF: dg.MetadataValue.md(render_diff(diff))}
 
 
+def scan_files(context: dg.AssetExecutionContext, key: dg.AssetKey) -> dict[str, int]:
+    """Each unit's files before the run (`table_files.py`); none, with a warning, when they cannot be read: the
+    run's data change is committed, its figures never fail the step."""
+    try:
+        return table_files(context.instance, key)
+    except Exception as error:  # the instance's key-value store, or what it holds
+        context.log.warning(f"what the run bought a scan of the table is not shown: {error}")
+        return {}
+
+
+def keep_scan_files(context: dg.AssetExecutionContext, key: dg.AssetKey, units: dict[str, int]) -> None:
+    """Keep the files the run left (`table_files.py`); a warning when they cannot be kept (the next run's figures
+    then count these units as last observed)."""
+    try:
+        keep_compacted(context.instance, key, units)
+    except Exception as error:  # the instance's key-value store
+        context.log.warning(f"the files this run left are not kept for the next run's figures: {error}")
+
+
 def build_table_asset(
     info: TableInfo, settings: LakekeeperConfig, translator: HiveTableTranslator
 ) -> dg.AssetsDefinition:
@@ -170,12 +189,12 @@ def build_table_asset(
             )
         for result in results:
             context.log.info(f"{result.partition or info.qualified_name}: {result.status}: {result.reason}")
-        files, version = table_files(context.instance, key)
+        files = scan_files(context, key)
         metadata = unit_metadata(results, files) | history_metadata(settings.history.table, results)
         metadata |= diff_metadata(context, spark.spark_session, settings, info, results)
         yield dg.MaterializeResult(metadata=metadata, check_results=check_results(key, results))
         if files:  # the next run's figures start from what this one left
-            keep_compacted(context.instance, key, version, {r.partition or "": files_after(r) for r in results})
+            keep_scan_files(context, key, {r.partition or "": files_after(r) for r in results})
         fail_on_failed_units(results, f"unit(s) of {info.qualified_name} failed")  # the sensor backs them off
 
     return _compact

@@ -206,10 +206,10 @@ def table_scan_metadata(files: dict[str, int], results: Sequence[UnitResult]) ->
     for a table never observed, or a run that compacted nothing."""
     if not files or not any(r.status == UnitStatus.COMPACTED for r in results):
         return {}
-    ours = {r.partition or "" for r in results}
+    ours = {r.partition or "": r for r in results}
     others = sum(count for unit, count in files.items() if unit not in ours)
-    before = others + sum(r.files_before for r in results)
-    after = others + sum(files_after(r) for r in results)
+    before = others + sum(r.files_before for r in ours.values())
+    after = others + sum(files_after(r) for r in ours.values())
     metadata: dict[str, Any] = {TABLE_FILES_BEFORE: before, TABLE_FILES_AFTER: after}
     if 0 < after < before:
         metadata[TABLE_FILES_FEWER] = round(before / after, 2)

@@ -20,7 +20,7 @@ SUSPENDED_UNITS = "suspended_units"  # a summary's suspended units, each with wh
 # The observation job's key-value store (`run_storage` cursor values); each + the asset key's user string.
 OBSERVED_SNAPSHOT_KEY = "lakekeeper/observed/"  # a table's observed snapshot: unit -> its last recorded figures
 BACKLOG_KEY = "lakekeeper/backlog/"  # how many units of the table's last kept observed snapshot need compaction
-COMPACTED_KEY = "lakekeeper/compacted/"  # the files compaction runs left in units since the snapshot (`table_files.py`)
+COMPACTED_KEY = "lakekeeper/compacted/"  # files compaction runs left in units, over the snapshot (`table_files.py`)
 FULL_READ_KEY = "lakekeeper/full_read/"  # when (epoch seconds) the table was last read in full (`surface/changes.py`)
 
 # A compaction's materialization (and archive's), `figures.py`.

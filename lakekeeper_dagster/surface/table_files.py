@@ -1,13 +1,15 @@
 """A table's files as a full scan of it opens them now, for what a compaction run bought (`figures.py`): each
-unit's files as the observation job last kept them (`observations.py`), overlaid by the compaction runs since.
+unit's files as the observation job last kept them (`observations.py`), overlaid by the asset's compaction runs
+since.
 
-The overlay is kept in the instance's key-value store beside the snapshot, with the version (a digest) of the snapshot
-it overlays: once the observation job keeps a new snapshot, the runs before it are in it and the overlay is dropped.
+The overlay is kept in the instance's key-value store beside the snapshot: per unit, the files a run left and the
+files the snapshot held for it then. An entry stands while the snapshot still holds that figure (an observation that
+listed the unit before the run committed keeps it); once an observation records the unit again, the snapshot's
+figure is the newer one and the entry is dropped at the next run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import dagster as dg
@@ -15,31 +17,31 @@ import dagster as dg
 from lakekeeper_dagster.surface.metadata import COMPACTED_KEY, OBSERVED_SNAPSHOT_KEY
 
 
-def _names(key: dg.AssetKey) -> tuple[str, str]:
-    return OBSERVED_SNAPSHOT_KEY + key.to_user_string(), COMPACTED_KEY + key.to_user_string()
-
-
-def table_files(instance: dg.DagsterInstance, key: dg.AssetKey) -> tuple[dict[str, int], str]:
-    """Each unit's files now (unit name, "" for an unpartitioned table -> files), empty for a table never observed,
-    and the version of the snapshot they start from (one key-value read)."""
-    snapshot_name, overlay_name = _names(key)
+def _read(instance: dg.DagsterInstance, key: dg.AssetKey) -> tuple[dict[str, int], dict[str, list]]:
+    """(each unit's files in the snapshot, the overlay's entries), in one key-value read."""
+    snapshot_name, overlay_name = OBSERVED_SNAPSHOT_KEY + key.to_user_string(), COMPACTED_KEY + key.to_user_string()
     kept = instance.run_storage.get_cursor_values({snapshot_name, overlay_name})
-    text = kept.get(snapshot_name)
-    if not text:
-        return {}, ""
-    version = hashlib.sha256(text.encode()).hexdigest()[:16]
-    files = {unit: figures[0] for unit, figures in json.loads(text).items()}
-    overlay = json.loads(kept.get(overlay_name) or "{}")
-    if overlay.get("snapshot") == version:
-        files.update(overlay["units"])
-    return files, version
+    observed = {unit: figures[0] for unit, figures in json.loads(kept.get(snapshot_name) or "{}").items()}
+    return observed, json.loads(kept.get(overlay_name) or "{}")
 
 
-def keep_compacted(instance: dg.DagsterInstance, key: dg.AssetKey, version: str, units: dict[str, int]) -> None:
-    """Overlay the snapshot of `version` with the files a compaction run left in its `units` (over earlier runs'
-    of the same snapshot)."""
-    _, overlay_name = _names(key)
-    kept = json.loads(instance.run_storage.get_cursor_values({overlay_name}).get(overlay_name) or "{}")
-    earlier = kept["units"] if kept.get("snapshot") == version else {}
-    text = json.dumps({"snapshot": version, "units": {**earlier, **units}}, separators=(",", ":"))
-    instance.run_storage.set_cursor_values({overlay_name: text})
+def _standing(observed: dict[str, int], overlay: dict[str, list]) -> dict[str, list]:
+    """The overlay's entries the snapshot has not recorded since (it still holds the figure it held then)."""
+    return {unit: entry for unit, entry in overlay.items() if observed.get(unit) == entry[1]}
+
+
+def table_files(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, int]:
+    """Each unit's files now (unit name, "" for an unpartitioned table -> files); empty for a table never observed."""
+    observed, overlay = _read(instance, key)
+    if not observed:
+        return {}
+    return observed | {unit: entry[0] for unit, entry in _standing(observed, overlay).items()}
+
+
+def keep_compacted(instance: dg.DagsterInstance, key: dg.AssetKey, units: dict[str, int]) -> None:
+    """Overlay the snapshot with the files a compaction run left in its `units` (the entries the snapshot has
+    recorded since dropped)."""
+    observed, overlay = _read(instance, key)
+    entries = _standing(observed, overlay) | {unit: [files, observed.get(unit)] for unit, files in units.items()}
+    text = json.dumps(entries, separators=(",", ":"))
+    instance.run_storage.set_cursor_values({COMPACTED_KEY + key.to_user_string(): text})

@@ -4,6 +4,7 @@ asset spec following Dagster's table conventions; on real Spark, a real metastor
 
 from __future__ import annotations
 
+import json
 import re
 
 import dagster as dg
@@ -17,7 +18,8 @@ from lakekeeper_dagster.surface.assets import CHECKSUM, ROW_COUNT, WITHIN_TARGET
 from lakekeeper_dagster.surface.build import build_definitions, spark_resource_for
 from lakekeeper_dagster.surface.checks import LIVE_MATCHES_BACKUP
 from lakekeeper_dagster.surface.figures import unit_metadata
-from lakekeeper_dagster.surface.metadata import RANGE_END_TAG, RANGE_START_TAG
+from lakekeeper_dagster.surface.metadata import OBSERVED_SNAPSHOT_KEY, RANGE_END_TAG, RANGE_START_TAG
+from lakekeeper_dagster.surface.table_files import keep_compacted, table_files
 from lakekeeper_dagster_tests.surface.identity import asset_key, partitions_def_name
 from lakekeeper_dagster_tests.tables import data_files, make_table, rows_of
 
@@ -220,3 +222,23 @@ def test_what_a_run_bought_a_scan_is_said_only_as_far_as_it_is_known():
     assert "opens 17 files instead of 15 (its other partitions" in late["summary"].value
     whole = unit_metadata([_unit(None, UnitStatus.COMPACTED, 9, 9)], {"": 9})  # unpartitioned, nothing fewer
     assert "A full scan of the table opens 9 files, as before." in whole["summary"].value
+
+
+@pytest.mark.pure
+def test_the_files_a_run_left_stand_until_an_observation_records_the_unit_again():
+    key = dg.AssetKey(["hive", "d", "t"])
+
+    def observed(files: dict[str, int]) -> None:  # as the observation job keeps its snapshot: [files, ...] a unit
+        text = json.dumps({unit: [count, 0, 0, False, 0] for unit, count in files.items()})
+        instance.run_storage.set_cursor_values({OBSERVED_SNAPSHOT_KEY + key.to_user_string(): text})
+
+    with dg.instance_for_test() as instance:
+        assert table_files(instance, key) == {}  # never observed
+        observed({"p=1": 6, "p=2": 6})
+        keep_compacted(instance, key, {"p=1": 1})
+        assert table_files(instance, key) == {"p=1": 1, "p=2": 6}
+        observed({"p=1": 6, "p=2": 5})  # an observation that listed p=1 before the run committed: its entry stands
+        keep_compacted(instance, key, {"p=3": 2})  # a partition the snapshot does not know yet
+        assert table_files(instance, key) == {"p=1": 1, "p=2": 5, "p=3": 2}
+        observed({"p=1": 2, "p=2": 5, "p=3": 2})  # p=1 recorded again (a file since): the snapshot's figure is newer
+        assert table_files(instance, key) == {"p=1": 2, "p=2": 5, "p=3": 2}

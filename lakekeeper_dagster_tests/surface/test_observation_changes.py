@@ -9,6 +9,7 @@ import dagster as dg
 
 from lakekeeper_dagster.config import parse_config
 from lakekeeper_dagster.engine.fs.dirtimes import directory_times
+from lakekeeper_dagster.engine.fs.listing import list_directories
 from lakekeeper_dagster.engine.hive.catalog import list_partitions, partition_names, read_table
 from lakekeeper_dagster.engine.hive.model import partition_clause, partition_name, partition_spec
 from lakekeeper_dagster.surface import observation_run
@@ -48,16 +49,19 @@ def test_an_unchanged_run_lists_nothing_and_each_change_is_listed_and_recorded(
         assert observe(defs, instance)[2] == "5 unit(s) of 2 table(s), 5 listed, 0 table(s) read in full"
         assert observe(defs, instance)[::2] == ({}, "5 unit(s) of 2 table(s), 0 listed, 0 table(s) read in full")
 
-        # A writer racing a run: a file lands after the run read the directories' times, before it would list them,
-        # leaving a time the next run trusts (older than 5 minutes): that next run lists the directory and records it.
-        def then_a_writer(session, locations):
-            times = directory_times(session, locations)
-            write_files(spark, f"file:{ev / NAMES[0]}", 1500, 10, 1, "parquet")
-            set_back(ev / NAMES[0], seconds=HOUR // 2)
-            return times
+        # A writer racing a run: a file lands right after the run listed a changed directory, leaving a time the next
+        # run trusts (older than 5 minutes). The run keeps the time it read before listing: the next one lists again.
+        write_files(spark, f"file:{ev / NAMES[0]}", 1500, 10, 1, "parquet")
+        set_back(ev / NAMES[0])
 
-        monkeypatch.setattr(observation_run, "directory_times", then_a_writer)
-        assert observe(defs, instance)[::2] == ({}, "5 unit(s) of 2 table(s), 0 listed, 0 table(s) read in full")
+        def then_a_writer(session, locations, *args):
+            listing = list_directories(session, locations, *args)
+            write_files(spark, f"file:{ev / NAMES[0]}", 1600, 10, 1, "parquet")
+            set_back(ev / NAMES[0], seconds=HOUR // 2)
+            return listing
+
+        monkeypatch.setattr(observation_run, "list_directories", then_a_writer)
+        assert sorted(observe(defs, instance)[0]) == [("ev", NAMES[0])]
         monkeypatch.undo()
         observed, _, line = observe(defs, instance)
         assert observed[("ev", NAMES[0])]["file_count"] == len(data_files(ev / NAMES[0]))
