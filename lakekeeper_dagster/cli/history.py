@@ -20,7 +20,7 @@ from lakekeeper_dagster.engine.ops.cleanup import parse_duration
 from lakekeeper_dagster.engine.ops.diff import diff_run, render_diff
 from lakekeeper_dagster.engine.plan.thresholds import human_bytes
 from lakekeeper_dagster.engine.protocol.history import flush, iso_utc
-from lakekeeper_dagster.engine.statuses import Operation
+from lakekeeper_dagster.engine.statuses import Operation, UnitState
 
 
 def _pair(before: Any, after: Any, show: Callable[[Any], str] = str) -> str:
@@ -51,8 +51,8 @@ def render_history(rows: list[dict]) -> str:
 
 
 # The operations whose records change the files a scan of their units opens, and the state of a unit they changed.
-TOTALED = {Operation.COMPACT: "committed", Operation.ARCHIVE: "committed", Operation.ROLLBACK: "committed",
-           Operation.MERGE: "merged"}  # fmt: skip
+TOTALED = {Operation.COMPACT: UnitState.COMMITTED, Operation.ARCHIVE: UnitState.COMMITTED,
+           Operation.ROLLBACK: UnitState.COMMITTED, Operation.MERGE: UnitState.MERGED}  # fmt: skip
 
 
 def render_totals(rows: list[dict]) -> str:
@@ -63,8 +63,8 @@ def render_totals(rows: list[dict]) -> str:
     for r in rows:  # oldest first
         if TOTALED.get(r["operation"]) != r["status"] or r["files_before"] is None or r["files_after"] is None:
             continue
-        first = units.setdefault((r["table_name"], r["operation"]), {}).setdefault(r["partition_name"], [r, r])
-        first[1] = r
+        first_and_last = units.setdefault((r["table_name"], r["operation"]), {}).setdefault(r["partition_name"], [r, r])
+        first_and_last[1] = r
     lines = []
     for (table, operation), changed in sorted(units.items()):
         before = sum(first["files_before"] for first, _ in changed.values())
